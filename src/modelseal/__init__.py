@@ -1,0 +1,3 @@
+"""modelseal: verify, sign and publish open-weight AI models for Kubernetes."""
+
+__version__ = "0.1.0"

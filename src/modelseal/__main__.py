@@ -1,0 +1,5 @@
+"""``python -m modelseal``."""
+
+from modelseal.cli import entry
+
+entry()

@@ -1,0 +1,45 @@
+"""Attestations: verify and sign DSSE envelopes holding in-toto Statements v1.
+
+The usual entry point is :func:`evaluate`: envelope bytes, a
+:class:`TrustPolicy` and the digest the attestation must be for give a
+:class:`Verdict`. Socair's predicate is checked with socair-verify's rules.
+"""
+
+from modelseal.attest.digest import DirectoryDigest, FileDigest, digest_path, modeldir_digest, sha256_file
+from modelseal.attest.envelope import Envelope, pae, parse_envelope
+from modelseal.attest.keys import Keyring, PublicKey, load_public_key
+from modelseal.attest.policy import TrustPolicy, load_policy, parse_policy
+from modelseal.attest.private_keys import SigningKey, generate_key, load_signing_key, write_key_pair
+from modelseal.attest.sign import make_statement, sign_payload, sign_report
+from modelseal.attest.verdict import Mode, Reason, Signer, Verdict
+from modelseal.attest.verifier import ExpectedDigest, evaluate
+
+__all__ = [
+    "DirectoryDigest",
+    "Envelope",
+    "ExpectedDigest",
+    "FileDigest",
+    "Keyring",
+    "Mode",
+    "PublicKey",
+    "Reason",
+    "Signer",
+    "SigningKey",
+    "TrustPolicy",
+    "Verdict",
+    "digest_path",
+    "evaluate",
+    "generate_key",
+    "load_policy",
+    "load_public_key",
+    "load_signing_key",
+    "make_statement",
+    "modeldir_digest",
+    "pae",
+    "parse_envelope",
+    "parse_policy",
+    "sha256_file",
+    "sign_payload",
+    "sign_report",
+    "write_key_pair",
+]

@@ -1,0 +1,179 @@
+"""DSSE envelopes: parse without losing the payload bytes, compute PAE, write.
+
+The payload is kept as the exact decoded bytes: signatures are checked over
+the PAE of those bytes, never over a re-serialisation. Both base64 alphabets
+are accepted, with or without padding, as the DSSE specification asks.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from modelseal.attest import gojson
+from modelseal.errors import EnvelopeError
+
+__all__ = [
+    "INTOTO_PAYLOAD_TYPE",
+    "MAX_ENVELOPE_BYTES",
+    "Envelope",
+    "EnvelopeSignature",
+    "b64decode",
+    "b64encode",
+    "pae",
+    "parse_envelope",
+]
+
+INTOTO_PAYLOAD_TYPE = "application/vnd.in-toto+json"
+MAX_ENVELOPE_BYTES = 16 * 1024 * 1024
+MAX_SIGNATURES = 64
+
+_STD = re.compile(r"[A-Za-z0-9+/]*")
+_URL = re.compile(r"[A-Za-z0-9_-]*")
+
+
+def b64decode(text: str) -> bytes:
+    """Decode standard or URL-safe base64, padded or not.
+
+    Raises:
+        ValueError: characters outside one alphabet, or a length no encoder makes.
+    """
+    body = text.rstrip("=")
+    padding = len(text) - len(body)
+    if padding > 2 or (padding and len(text) % 4):
+        raise ValueError("bad padding")
+    if len(body) % 4 == 1:
+        raise ValueError(f"length {len(body)} is not a base64 length")
+    if _STD.fullmatch(body):
+        alt = b"+/"
+    elif _URL.fullmatch(body):
+        alt = b"-_"
+    else:
+        bad = next((c for c in body if not (c.isascii() and (c.isalnum() or c in "+/-_"))), None)
+        if bad is not None:
+            raise ValueError(f"illegal character {gojson.go_quote(bad)}")
+        raise ValueError("mixes the standard and URL-safe alphabets")
+    try:
+        return base64.b64decode(body + "=" * (-len(body) % 4), altchars=alt, validate=True)
+    except binascii.Error as e:  # pragma: no cover - the checks above leave nothing for it
+        raise ValueError(str(e)) from None
+
+
+def b64encode(data: bytes) -> str:
+    """Standard base64 with padding, as Go's ``base64.StdEncoding`` writes it."""
+    return base64.b64encode(data).decode("ascii")
+
+
+def pae(payload_type: str, payload: bytes) -> bytes:
+    """DSSE v1 pre-authentication encoding: the bytes a signature covers."""
+    t = payload_type.encode("utf-8")
+    return b"DSSEv1 %d %b %d %b" % (len(t), t, len(payload), payload)
+
+
+class _WireSignature(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    keyid: str = ""
+    sig: str
+
+
+class _WireEnvelope(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    payloadType: str  # noqa: N815 - the wire name
+    payload: str
+    signatures: list[_WireSignature] | None = None
+
+
+@dataclass(frozen=True)
+class EnvelopeSignature:
+    """One signature as written: ``keyid`` is a hint, ``sig`` still base64."""
+
+    keyid: str
+    sig: str
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """A parsed, not yet verified, DSSE envelope."""
+
+    payload_type: str
+    payload_b64: str
+    signatures: tuple[EnvelopeSignature, ...]
+
+    def payload(self) -> bytes:
+        """The decoded payload bytes.
+
+        Raises:
+            EnvelopeError: the payload is not base64.
+        """
+        try:
+            return b64decode(self.payload_b64)
+        except ValueError as e:
+            raise EnvelopeError(f"payload is not base64: {e}") from None
+
+    @classmethod
+    def create(cls, payload_type: str, payload: bytes, signatures: list[tuple[str, bytes]]) -> Envelope:
+        """Build an envelope from raw payload bytes and ``(keyid, signature)`` pairs."""
+        sigs = tuple(EnvelopeSignature(k, b64encode(s)) for k, s in signatures)
+        return cls(payload_type, b64encode(payload), sigs)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The wire form, fields in socair's order."""
+        return {
+            "payloadType": self.payload_type,
+            "payload": self.payload_b64,
+            "signatures": [{"keyid": s.keyid, "sig": s.sig} for s in self.signatures],
+        }
+
+    def to_json(self) -> bytes:
+        """Two-space indented, no trailing newline: what ``socair sign`` writes."""
+        return json.dumps(self.to_dict(), indent=2).encode("utf-8")
+
+
+def _first_error(e: ValidationError) -> str:
+    err = e.errors()[0]
+    where = ".".join(str(p) for p in err["loc"])
+    kind = err["type"]
+    if kind == "missing":
+        return f"missing field {gojson.go_quote(where)}"
+    if kind == "extra_forbidden":
+        return f"unknown field {gojson.go_quote(where)}"
+    return f"{where}: {err['msg'].lower()}"
+
+
+def parse_envelope(data: bytes) -> Envelope:
+    """Parse envelope JSON. Nothing is decoded or verified yet.
+
+    Raises:
+        EnvelopeError: oversized, not JSON, not an object, a duplicate or
+            unknown key, a field of the wrong type, or too many signatures.
+    """
+    if len(data) > MAX_ENVELOPE_BYTES:
+        raise EnvelopeError(
+            f"not a DSSE envelope: {len(data)} bytes is over the {MAX_ENVELOPE_BYTES} byte limit"
+        )
+    try:
+        raw = gojson.loads(data)
+    except gojson.JSONFormatError as e:
+        raise EnvelopeError(f"not a DSSE envelope: {e}") from None
+    if not isinstance(raw, dict):
+        raise EnvelopeError(f"not a DSSE envelope: a JSON {_kind(raw)}, want an object")
+    try:
+        wire = _WireEnvelope.model_validate(raw)
+    except ValidationError as e:
+        raise EnvelopeError(f"not a DSSE envelope: {_first_error(e)}") from None
+    sigs = wire.signatures or []
+    if len(sigs) > MAX_SIGNATURES:
+        raise EnvelopeError(
+            f"not a DSSE envelope: {len(sigs)} signatures, over the limit of {MAX_SIGNATURES}"
+        )
+    return Envelope(wire.payloadType, wire.payload, tuple(EnvelopeSignature(s.keyid, s.sig) for s in sigs))
+
+
+def _kind(value: object) -> str:
+    return {list: "array", str: "string", bool: "boolean", type(None): "null"}.get(type(value), "number")

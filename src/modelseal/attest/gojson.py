@@ -1,0 +1,200 @@
+"""JSON the way socair (Go) reads and writes it, plus a stricter reader.
+
+Socair signs ``json.Marshal`` output and hashes its report the same way, so a
+compatible signer must write the same bytes: compact, object keys in the order
+given, ``<``, ``>``, ``&``, U+2028 and U+2029 escaped, other non-ASCII raw, and
+floats in Go's shortest form. The reader is stricter than Go's on purpose:
+duplicate keys, ``NaN``/``Infinity``, invalid UTF-8 and absurd nesting are
+refused, because two parsers that disagree on a document are an attack surface.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from decimal import Decimal
+from typing import Any
+
+__all__ = ["JSONFormatError", "dumps", "go_quote", "loads", "quote_list"]
+
+MAX_DEPTH = 64
+
+
+class JSONFormatError(ValueError):
+    """The bytes are not JSON this module accepts; the message says why."""
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise JSONFormatError(f"duplicate key {go_quote(key)}")
+        out[key] = value
+    return out
+
+
+def _no_constant(name: str) -> Any:
+    raise JSONFormatError(f"{name} is not valid JSON")
+
+
+def _depth(text: str) -> int:
+    depth = best = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            best = max(best, depth)
+        elif ch in "]}":
+            depth -= 1
+    return best
+
+
+def loads(data: bytes | str) -> Any:
+    """Parse JSON strictly, keeping object key order.
+
+    Raises:
+        JSONFormatError: not UTF-8, not JSON, a duplicate key, a non-finite
+            number, or nested deeper than 64 levels.
+    """
+    if isinstance(data, bytes):
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise JSONFormatError(f"invalid UTF-8 at byte {e.start}") from None
+    else:
+        text = data
+    if text.startswith("\ufeff"):
+        raise JSONFormatError("starts with a byte-order mark")
+    if ("[" in text or "{" in text) and _depth(text) > MAX_DEPTH:
+        raise JSONFormatError(f"nested deeper than {MAX_DEPTH} levels")
+    try:
+        return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+    except JSONFormatError:
+        raise
+    except json.JSONDecodeError as e:
+        raise JSONFormatError(f"{e.msg} at line {e.lineno} column {e.colno}") from None
+    except (RecursionError, ValueError) as e:
+        raise JSONFormatError(str(e) or type(e).__name__) from None
+
+
+_GO_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+
+
+def _string(s: str) -> str:
+    out = json.dumps(s, ensure_ascii=False)
+    if any(c in s for c in _GO_ESCAPES):
+        out = "".join(_GO_ESCAPES.get(c, c) for c in out)
+    return out
+
+
+def go_float(f: float) -> str:
+    """Format a float as Go's encoding/json does (``1``, ``0.5``, ``1e-7``, ``1e+21``)."""
+    if not math.isfinite(f):
+        raise JSONFormatError(f"unsupported value {f!r}")
+    if f == 0:
+        return "-0" if math.copysign(1.0, f) < 0 else "0"
+    sign, digits_t, exp = Decimal(repr(f)).as_tuple()
+    digits = "".join(map(str, digits_t)).rstrip("0") or "0"
+    assert isinstance(exp, int)
+    # value = 0.digits * 10**point
+    point = len(digits_t) + exp
+    neg = "-" if sign else ""
+    if 1e-6 <= abs(f) < 1e21:
+        if point <= 0:
+            return f"{neg}0.{'0' * -point}{digits}"
+        if point >= len(digits):
+            return f"{neg}{digits}{'0' * (point - len(digits))}"
+        return f"{neg}{digits[:point]}.{digits[point:]}"
+    e = point - 1
+    mant = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
+    exponent = f"{abs(e):02d}"
+    if e < 0 and exponent.startswith("0"):
+        exponent = exponent[1:]  # Go's encoder trims e-07 to e-7
+    return f"{neg}{mant}e{'-' if e < 0 else '+'}{exponent}"
+
+
+def _encode(value: Any, out: list[str]) -> None:
+    if isinstance(value, str):
+        out.append(_string(value))
+    elif value is None:
+        out.append("null")
+    elif value is True:
+        out.append("true")
+    elif value is False:
+        out.append("false")
+    elif isinstance(value, int):
+        out.append(str(value))
+    elif isinstance(value, float):
+        out.append(go_float(value))
+    elif isinstance(value, dict):
+        out.append("{")
+        for i, (k, v) in enumerate(value.items()):
+            if not isinstance(k, str):
+                raise JSONFormatError(f"object key {k!r} is not a string")
+            if i:
+                out.append(",")
+            out.append(_string(k))
+            out.append(":")
+            _encode(v, out)
+        out.append("}")
+    elif isinstance(value, (list, tuple)):
+        out.append("[")
+        for i, v in enumerate(value):
+            if i:
+                out.append(",")
+            _encode(v, out)
+        out.append("]")
+    else:
+        raise JSONFormatError(f"cannot encode {type(value).__name__}")
+
+
+def dumps(value: Any) -> bytes:
+    """Encode compactly, byte for byte as Go's ``json.Marshal`` would.
+
+    Object keys keep their order (Go writes struct fields in declaration order;
+    socair's documents arrive in that order). Raises JSONFormatError for values
+    JSON cannot hold, and for strings with lone surrogates.
+    """
+    out: list[str] = []
+    _encode(value, out)
+    try:
+        return "".join(out).encode("utf-8")
+    except UnicodeEncodeError:
+        raise JSONFormatError("a string holds a lone UTF-16 surrogate") from None
+
+
+_SHORT = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}
+
+
+def go_quote(s: str) -> str:
+    """Quote like Go's ``%q`` (``strconv.Quote``): printable runes raw, others escaped."""
+    parts = ['"']
+    for ch in s:
+        if ch in ('"', "\\"):
+            parts.append("\\" + ch)
+        elif ch in _SHORT:
+            parts.append(_SHORT[ch])
+        elif ch.isprintable():
+            parts.append(ch)
+        elif ord(ch) < 0x80:
+            parts.append(f"\\x{ord(ch):02x}")
+        elif ord(ch) < 0x10000:
+            parts.append(f"\\u{ord(ch):04x}")
+        else:
+            parts.append(f"\\U{ord(ch):08x}")
+    parts.append('"')
+    return "".join(parts)
+
+
+def quote_list(items: list[str]) -> str:
+    """Render a list like Go's ``%v`` of a ``[]string``: ``[a b]``."""
+    return "[" + " ".join(items) + "]"

@@ -1,0 +1,283 @@
+"""Socair attestations: socair-verify's ``Verify`` checks and ``Policy.Admit``.
+
+The checks, their order and their messages are socair-verify's (v0.1.0), the
+code LLMKube's admission gate runs, so users read the same text whichever tool
+refused. A predicate is decoded partially, as Go does: a missing field is its
+zero value, a field of the wrong type is an error.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from modelseal.attest import gojson
+from modelseal.attest.gojson import go_quote
+from modelseal.attest.statement import Statement
+from modelseal.attest.verdict import Reason
+from modelseal.durations import format_go_duration, round_to_minute
+from modelseal.errors import PolicyError, VerificationError
+
+__all__ = [
+    "PREDICATE_TYPE",
+    "SCHEMA_VERSION",
+    "SocairAttestation",
+    "admit",
+    "document_hash",
+    "read_attestation",
+]
+
+PREDICATE_TYPE = "https://socair.ai/attestation/v1"
+SCHEMA_VERSION = "socair.report/v1"
+AUTHORIZED = "authorized"
+WITH_CONDITIONS = "authorized_with_conditions"
+STATES = (AUTHORIZED, WITH_CONDITIONS, "withheld", "escalated")
+STATUSES = ("PASS", "FAIL", "LEAD", "NOT_TESTED")
+
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})")
+
+
+@dataclass(frozen=True)
+class SocairAttestation:
+    """What a verified Socair attestation says (socair-verify's ``Attestation``)."""
+
+    sha256: str
+    file_name: str
+    keyid: str
+    document_id: str
+    issued_utc: str
+    state: str
+    authorized: bool
+    accepted_by: str
+    accepted_surfaces: tuple[str, ...]
+    checks: tuple[tuple[str, str], ...]
+    document_hash: str
+    issuer_claim: str
+    has_signed_acceptance: bool
+    predicate: dict[str, Any] = field(repr=False, compare=False)
+
+
+def _verify_error(reason: Reason, message: str) -> VerificationError:
+    return VerificationError(f"attestation does not verify: {message}", reason=reason.value)
+
+
+def _policy_error(reason: Reason, message: str) -> PolicyError:
+    return PolicyError(f"attestation not admitted by policy: {message}", reason=reason.value)
+
+
+_GO_TYPES: dict[type, str] = {str: "string", bool: "bool", list: "array", dict: "object"}
+
+
+def _field(obj: dict[str, Any], path: str, kind: type) -> Any:
+    """Go-style partial decoding: missing or null is the zero value."""
+    node: Any = obj
+    parts = path.split(".")
+    for i, part in enumerate(parts):
+        if not isinstance(node, dict):
+            raise _verify_error(
+                Reason.REPORT_INVALID,
+                f"predicate is not a Socair report: {'.'.join(parts[:i])} is not an object",
+            )
+        node = node.get(part)
+        if node is None:
+            return kind()
+    if not isinstance(node, kind) or (kind is not bool and isinstance(node, bool)):
+        raise _verify_error(
+            Reason.REPORT_INVALID,
+            f"predicate is not a Socair report: {path} is not a {_GO_TYPES[kind]}",
+        )
+    return node
+
+
+def _strings(obj: dict[str, Any], path: str) -> tuple[str, ...]:
+    items = _field(obj, path, list)
+    if not all(isinstance(i, str) for i in items):
+        raise _verify_error(
+            Reason.REPORT_INVALID, f"predicate is not a Socair report: {path} is not a string array"
+        )
+    return tuple(items)
+
+
+def _checks(predicate: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    rows = []
+    for i, row in enumerate(_field(predicate, "checks", list)):
+        if not isinstance(row, dict):
+            raise _verify_error(
+                Reason.REPORT_INVALID, f"predicate is not a Socair report: checks[{i}] is not an object"
+            )
+        rows.append((_field(row, "name", str), _field(row, "status", str)))
+    return tuple(rows)
+
+
+def read_attestation(statement: Statement, keyid: str) -> SocairAttestation:
+    """Run socair-verify's statement, report and state checks for a statement
+    whose signature verified with the key ``keyid``.
+
+    Raises:
+        VerificationError: with socair-verify's message, prefixed
+            ``attestation does not verify:``.
+    """
+    if statement.predicate_type != PREDICATE_TYPE:
+        raise _verify_error(
+            Reason.PREDICATE_TYPE,
+            f"predicate type {go_quote(statement.predicate_type)}, want {go_quote(PREDICATE_TYPE)}",
+        )
+    if len(statement.subject) != 1:
+        raise _verify_error(
+            Reason.SUBJECT_INVALID, f"statement has {len(statement.subject)} subjects, want 1"
+        )
+    p = statement.predicate or {}
+    schema = _field(p, "schema_version", str)
+    if schema != SCHEMA_VERSION:
+        raise _verify_error(
+            Reason.REPORT_INVALID, f"report schema {go_quote(schema)}, want {go_quote(SCHEMA_VERSION)}"
+        )
+    subject = statement.subject[0].digest.get("sha256", "")
+    artifact = _field(p, "artifact.sha256", str)
+    if not _HEX64.fullmatch(subject) or subject != artifact:
+        raise _verify_error(
+            Reason.SUBJECT_INVALID,
+            f"subject digest {go_quote(subject)} is not the report's artifact hash {go_quote(artifact)}",
+        )
+    named = _field(p, "verification.signer_key_id", str)
+    if named != keyid:
+        raise _verify_error(
+            Reason.SIGNER_MISMATCH,
+            f"report names signer {go_quote(named)} but was signed by {go_quote(keyid)}",
+        )
+    att = SocairAttestation(
+        sha256=subject,
+        file_name=_field(p, "artifact.file_name", str),
+        keyid=keyid,
+        document_id=_field(p, "header.document_id", str),
+        issued_utc=_field(p, "header.issued_utc", str),
+        state=_field(p, "promotion_authorization.state", str),
+        authorized=_field(p, "promotion_authorization.authorized", bool),
+        accepted_by=_field(p, "promotion_authorization.accepted_by", str),
+        accepted_surfaces=_strings(p, "promotion_authorization.accepted_surfaces"),
+        checks=_checks(p),
+        document_hash=_field(p, "verification.document_hash", str),
+        issuer_claim=_field(p, "issuer.signed_by", str),
+        has_signed_acceptance=bool(_field(p, "promotion_authorization.acceptance", str)),
+        predicate=p,
+    )
+    _check_state(att)
+    return att
+
+
+def _check_state(att: SocairAttestation) -> None:
+    """socair-verify's stateFollowsFromChecks."""
+    state = att.state
+    if state not in STATES:
+        raise _verify_error(Reason.STATE_INCONSISTENT, f"unknown promotion state {go_quote(state)}")
+    if att.authorized != (state in (AUTHORIZED, WITH_CONDITIONS)):
+        flag = "true" if att.authorized else "false"
+        raise _verify_error(
+            Reason.STATE_INCONSISTENT, f"authorized flag {flag} disagrees with state {go_quote(state)}"
+        )
+    if state not in (AUTHORIZED, WITH_CONDITIONS):
+        return
+    if not att.checks:
+        raise _verify_error(Reason.STATE_INCONSISTENT, f"state {go_quote(state)} with no checks")
+    if state == WITH_CONDITIONS and not att.accepted_by:
+        raise _verify_error(Reason.STATE_INCONSISTENT, "authorized_with_conditions names no acceptor")
+    for name, status in att.checks:
+        if status not in STATUSES:
+            raise _verify_error(
+                Reason.STATE_INCONSISTENT, f"check {go_quote(name)} has unknown status {go_quote(status)}"
+            )
+        if status in ("FAIL", "LEAD"):
+            raise _verify_error(
+                Reason.STATE_INCONSISTENT, f"state {go_quote(state)} over {status} check {go_quote(name)}"
+            )
+        if status == "NOT_TESTED" and not (state == WITH_CONDITIONS and name in att.accepted_surfaces):
+            raise _verify_error(
+                Reason.STATE_INCONSISTENT,
+                f"state {go_quote(state)} over unaccepted NOT_TESTED check {go_quote(name)}",
+            )
+
+
+def document_hash(predicate: dict[str, Any]) -> str:
+    """Socair's document hash: SHA-256 of the Go encoding of the report with
+    both ``document_hash`` fields left out (they are ``omitempty``)."""
+    doc = copy.copy(predicate)
+    for section in ("header", "verification"):
+        if isinstance(doc.get(section), dict):
+            doc[section] = {k: v for k, v in doc[section].items() if k != "document_hash"}
+    return hashlib.sha256(gojson.dumps(doc)).hexdigest()
+
+
+def check_document_hash(att: SocairAttestation) -> None:
+    """Strict mode: the recorded document hash must recompute (socair's own verify).
+
+    Raises:
+        VerificationError: the hashes differ.
+    """
+    actual = document_hash(att.predicate)
+    if actual != att.document_hash:
+        raise _verify_error(
+            Reason.DOCUMENT_HASH_MISMATCH,
+            f"document hash {actual} does not match the recorded {att.document_hash or '(none)'}",
+        )
+
+
+def parse_rfc3339(text: str) -> datetime | None:
+    """A timezone-aware datetime, or None when ``text`` is not RFC 3339."""
+    if not _RFC3339.fullmatch(text):
+        return None
+    fixed = re.sub(r"\.(\d{6})\d+", r".\1", text.upper().replace("Z", "+00:00"))
+    try:
+        return datetime.fromisoformat(fixed)
+    except ValueError:
+        return None
+
+
+def admit(
+    att: SocairAttestation,
+    *,
+    expected_sha256: str | None,
+    allow_conditions: bool,
+    max_age: timedelta | None,
+    now: datetime,
+) -> None:
+    """socair-verify's ``Policy.Admit`` over a verified attestation.
+
+    Raises:
+        PolicyError: prefixed ``attestation not admitted by policy:``.
+    """
+    if expected_sha256 is not None:
+        want = expected_sha256.strip().lower()
+        if att.sha256 != want:
+            raise _policy_error(
+                Reason.DIGEST_MISMATCH, f"attestation is for {att.sha256}, not the artifact {want}"
+            )
+    if att.state == WITH_CONDITIONS and not allow_conditions:
+        raise _policy_error(
+            Reason.CONDITIONS_NOT_ALLOWED,
+            f"attestation is authorized_with_conditions (accepted by {att.accepted_by} for"
+            f" {', '.join(att.accepted_surfaces)}) and this policy admits only authorized",
+        )
+    if att.state not in (AUTHORIZED, WITH_CONDITIONS):
+        raise _policy_error(
+            Reason.STATE_NOT_AUTHORIZED,
+            f"attestation state {go_quote(att.state)} does not authorize promotion",
+        )
+    if max_age is not None and max_age > timedelta(0):
+        issued = parse_rfc3339(att.issued_utc)
+        if issued is None:
+            raise _policy_error(
+                Reason.ISSUED_TIME_INVALID,
+                f"issued time {go_quote(att.issued_utc)} is not RFC 3339, so its age cannot be checked",
+            )
+        age = now - issued
+        if age > max_age:
+            raise _policy_error(
+                Reason.TOO_OLD,
+                f"attestation is {format_go_duration(round_to_minute(age))} old, over the"
+                f" {format_go_duration(max_age)} limit; rescan the artifact",
+            )

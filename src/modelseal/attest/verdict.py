@@ -1,0 +1,111 @@
+"""The result of one attestation evaluation, and the modes that act on it.
+
+One evaluation produces one :class:`Verdict`: admitted or not, a stable
+reason code, a one-line message, the signer and details. The mode does not
+change the evaluation, only what a caller does with the verdict: ``enforce``
+refuses, ``warn`` reports and proceeds, ``off`` does not evaluate at all.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+__all__ = ["Mode", "Reason", "Signer", "Verdict"]
+
+
+class Mode(StrEnum):
+    """What a refusal means to the caller."""
+
+    ENFORCE = "enforce"
+    WARN = "warn"
+    OFF = "off"
+
+    @classmethod
+    def parse(cls, text: str) -> Mode:
+        """Case-insensitive, as LLMKube's flag; empty means off.
+
+        Raises:
+            ValueError: not one of off, warn, enforce.
+        """
+        value = text.strip().lower() or "off"
+        try:
+            return cls(value)
+        except ValueError:
+            raise ValueError(f"invalid attestation mode {text!r}: want off, warn or enforce") from None
+
+
+class Reason(StrEnum):
+    """Stable codes for every outcome. Never renamed; new ones may be added."""
+
+    ADMITTED = "admitted"
+    # The envelope and its signatures.
+    ENVELOPE_INVALID = "envelope_invalid"
+    PAYLOAD_TYPE = "payload_type"
+    UNSIGNED = "unsigned"
+    NO_TRUSTED_KEYS = "no_trusted_keys"
+    SIGNATURE_INVALID = "signature_invalid"
+    KEY_INACTIVE = "key_inactive"
+    THRESHOLD_NOT_MET = "threshold_not_met"
+    # The statement.
+    STATEMENT_INVALID = "statement_invalid"
+    STATEMENT_LEGACY = "statement_legacy"
+    NOT_A_STATEMENT = "not_a_statement"
+    PREDICATE_TYPE = "predicate_type"
+    SUBJECT_INVALID = "subject_invalid"
+    # The Socair report.
+    REPORT_INVALID = "report_invalid"
+    SIGNER_MISMATCH = "signer_mismatch"
+    STATE_INCONSISTENT = "state_inconsistent"
+    DOCUMENT_HASH_MISMATCH = "document_hash_mismatch"
+    ISSUER_MISMATCH = "issuer_mismatch"
+    # The policy.
+    DIGEST_MISMATCH = "digest_mismatch"
+    STATE_NOT_AUTHORIZED = "state_not_authorized"
+    CONDITIONS_NOT_ALLOWED = "conditions_not_allowed"
+    TOO_OLD = "too_old"
+    ISSUED_TIME_INVALID = "issued_time_invalid"
+    # Reading the inputs.
+    INPUT_UNREADABLE = "input_unreadable"
+
+
+class Signer(BaseModel):
+    """The trusted key whose signature was accepted."""
+
+    model_config = ConfigDict(frozen=True)
+
+    keyid: str
+    name: str | None = None
+    algorithm: str
+
+    @property
+    def short_id(self) -> str:
+        """The first 16 hex digits of the key id."""
+        return self.keyid[:16]
+
+
+class Verdict(BaseModel):
+    """One evaluation's outcome. ``admitted`` is True only with reason ``admitted``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    admitted: bool
+    reason: Reason
+    message: str
+    signers: tuple[Signer, ...] = ()
+    predicate_type: str | None = None
+    subject_digest: str | None = None
+    state: str | None = None
+    document_id: str | None = None
+    details: dict[str, Any] = {}
+
+    @property
+    def signer(self) -> Signer | None:
+        """The first accepted signer, if any signature verified."""
+        return self.signers[0] if self.signers else None
+
+    def blocks(self, mode: Mode) -> bool:
+        """Whether a caller in ``mode`` must refuse: only ``enforce`` refuses."""
+        return mode is Mode.ENFORCE and not self.admitted

@@ -1,0 +1,266 @@
+"""One evaluation: envelope bytes + trust policy + expected digest -> Verdict.
+
+The order of checks is socair-verify's: envelope, payload type, payload,
+signatures, statement, report, then the policy (digest, state, age). Every
+failure becomes a refusal with a stable reason and one line of text; nothing
+here raises for bad input.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from modelseal.attest import socair
+from modelseal.attest.envelope import INTOTO_PAYLOAD_TYPE, Envelope, b64decode, pae, parse_envelope
+from modelseal.attest.gojson import go_quote, quote_list
+from modelseal.attest.keys import Keyring, PublicKey
+from modelseal.attest.policy import TrustPolicy
+from modelseal.attest.statement import Statement, parse_statement
+from modelseal.attest.verdict import Reason, Signer, Verdict
+from modelseal.errors import Error, PolicyError, VerificationError
+
+__all__ = ["ExpectedDigest", "evaluate", "verify_signatures"]
+
+
+@dataclass(frozen=True)
+class ExpectedDigest:
+    """The digest the attestation must be for, and where it came from.
+
+    ``path`` is set when modelseal hashed a file or directory itself; the
+    refusal then names the path, as ``socair verify --artifact`` does.
+    ``files`` (path -> sha256) lets a directory refusal list what changed.
+    """
+
+    sha256: str
+    path: str | None = None
+    is_directory: bool = False
+    files: dict[str, str] | None = None
+
+
+def _refuse(reason: Reason, message: str) -> VerificationError:
+    return VerificationError(f"attestation does not verify: {message}", reason=reason.value)
+
+
+def verify_signatures(
+    envelope: Envelope,
+    keys: Keyring,
+    *,
+    threshold: int = 1,
+    inactive: dict[str, str] | None = None,
+    all_keys: Keyring | None = None,
+) -> tuple[bytes, list[PublicKey]]:
+    """Check the payload type and signatures; return the payload and the keys that signed.
+
+    A signature counts for the first trusted key that verifies it, trying the
+    key its keyid names first. The threshold counts distinct keys.
+
+    Raises:
+        VerificationError: socair-verify's texts for each failure.
+    """
+    if envelope.payload_type != INTOTO_PAYLOAD_TYPE:
+        raise _refuse(
+            Reason.PAYLOAD_TYPE,
+            f"payload type {go_quote(envelope.payload_type)}, want {go_quote(INTOTO_PAYLOAD_TYPE)}",
+        )
+    try:
+        payload = b64decode(envelope.payload_b64)
+    except ValueError as e:
+        raise _refuse(Reason.ENVELOPE_INVALID, f"payload is not base64: {e}") from None
+    if not envelope.signatures:
+        raise _refuse(Reason.UNSIGNED, "envelope is unsigned")
+    if not keys and not inactive:
+        raise _refuse(Reason.NO_TRUSTED_KEYS, "no trusted keys configured")
+    message = pae(envelope.payload_type, payload)
+    decoded = []
+    for s in envelope.signatures:
+        try:
+            decoded.append((s.keyid, b64decode(s.sig)))
+        except ValueError:
+            continue
+    signed: dict[str, PublicKey] = {}
+    for keyid, sig in decoded:
+        for key in keys.candidates(keyid):
+            if key.keyid not in signed and key.verify(sig, message):
+                signed[key.keyid] = key
+                break
+        if len(signed) >= threshold:
+            return payload, list(signed.values())
+    claimed = quote_list([s.keyid for s in envelope.signatures])
+    trusted = f"{len(keys)} key(s) trusted"
+    if signed:
+        raise _refuse(
+            Reason.THRESHOLD_NOT_MET,
+            f"signed by {len(signed)} trusted key(s), the policy requires {threshold}"
+            f" (signed by {claimed}; {trusted})",
+        )
+    for keyid, why in (inactive or {}).items():
+        retired = (all_keys or Keyring()).get(keyid)
+        if retired is not None and any(retired.verify(sig, message) for _, sig in decoded):
+            raise _refuse(
+                Reason.KEY_INACTIVE,
+                f"no valid signature by a trusted key (key {retired.short_id} {why};"
+                f" signed by {claimed}; {trusted})",
+            )
+    raise _refuse(
+        Reason.SIGNATURE_INVALID,
+        f"no valid signature by a trusted key (signed by {claimed}; {trusted})",
+    )
+
+
+def _signer(key: PublicKey) -> Signer:
+    return Signer(keyid=key.keyid, name=key.name, algorithm=key.algorithm)
+
+
+def _socair(
+    statement: Statement,
+    signed: list[PublicKey],
+    policy: TrustPolicy,
+    expected: ExpectedDigest | None,
+    now: datetime,
+) -> tuple[socair.SocairAttestation, dict[str, Any]]:
+    named = str(((statement.predicate or {}).get("verification") or {}).get("signer_key_id", ""))
+    key = next((k for k in signed if k.keyid == named), signed[0])
+    att = socair.read_attestation(statement, key.keyid)
+    if policy.strict:
+        socair.check_document_hash(att)
+    claim = att.issuer_claim or f"unnamed issuer (key {key.short_id})"
+    if key.name is not None and claim != key.name:
+        raise VerificationError(
+            f"attestation issuer does not match the trusted key: it claims {go_quote(claim)},"
+            f" but key {key.short_id} is {go_quote(key.name)} in the trust list",
+            reason=Reason.ISSUER_MISMATCH.value,
+        )
+    details: dict[str, Any] = {
+        "file_name": att.file_name,
+        "issued_utc": att.issued_utc,
+        "document_hash": att.document_hash,
+        "checks": len(att.checks),
+        "issuer": claim,
+        "issuer_confirmed": key.name is not None,
+        "accepted_by": att.accepted_by,
+        "accepted_surfaces": list(att.accepted_surfaces),
+        "signed_acceptance": att.has_signed_acceptance,
+    }
+    if expected is not None and expected.path is not None and expected.sha256 != att.sha256:
+        raise _artifact_mismatch(expected, att)
+    socair.admit(
+        att,
+        expected_sha256=expected.sha256 if expected else None,
+        allow_conditions=policy.allow_conditions,
+        max_age=policy.max_age,
+        now=now,
+    )
+    return att, details
+
+
+def _artifact_mismatch(expected: ExpectedDigest, att: socair.SocairAttestation) -> VerificationError:
+    if not expected.is_directory:
+        text = f"{expected.path} hashes to {expected.sha256}, but the attestation is for {att.sha256}"
+    else:
+        text = (
+            f"directory {expected.path} has manifest digest {expected.sha256},"
+            f" but the attestation is for {att.sha256}"
+        )
+        diff = _directory_diff(att.predicate, expected.files or {})
+        if diff:
+            text += ": " + "; ".join(diff)
+    return _refuse(Reason.DIGEST_MISMATCH, text)
+
+
+def _directory_diff(predicate: dict[str, Any], actual: dict[str, str]) -> list[str]:
+    listed = (predicate.get("artifact") or {}).get("files") or []
+    recorded = {
+        f["path"]: f.get("sha256") for f in listed if isinstance(f, dict) and isinstance(f.get("path"), str)
+    }
+    out = [f"added: {p}" for p in sorted(actual.keys() - recorded.keys())]
+    out += [f"removed: {p}" for p in sorted(recorded.keys() - actual.keys())]
+    out += [f"changed: {p}" for p in sorted(actual.keys() & recorded.keys()) if actual[p] != recorded[p]]
+    return out
+
+
+def _generic(statement: Statement, policy: TrustPolicy, expected: ExpectedDigest | None) -> dict[str, Any]:
+    digests = statement.digests("sha256")
+    if not statement.subject:
+        raise _refuse(Reason.SUBJECT_INVALID, "statement has no subjects")
+    if expected is not None and expected.sha256.strip().lower() not in digests:
+        shown = digests[0] if len(digests) == 1 else quote_list(digests)
+        raise PolicyError(
+            f"attestation not admitted by policy: attestation is for {shown},"
+            f" not the artifact {expected.sha256.strip().lower()}",
+            reason=Reason.DIGEST_MISMATCH.value,
+        )
+    if policy.max_age:
+        raise PolicyError(
+            "attestation not admitted by policy: the statement carries no issue time,"
+            " so its age cannot be checked",
+            reason=Reason.ISSUED_TIME_INVALID.value,
+        )
+    return {"subjects": [{"name": s.name, "digest": dict(s.digest)} for s in statement.subject]}
+
+
+def evaluate(
+    envelope: bytes | Envelope,
+    policy: TrustPolicy,
+    *,
+    expected: ExpectedDigest | None = None,
+    now: datetime | None = None,
+) -> Verdict:
+    """Evaluate an attestation against a policy. Never raises for bad input."""
+    now = now or datetime.now(UTC)
+    signed: list[PublicKey] = []
+    facts: dict[str, Any] = {}
+    try:
+        env = parse_envelope(envelope) if isinstance(envelope, bytes) else envelope
+        keys, inactive = policy.active_keys(now)
+        payload, signed = verify_signatures(
+            env, keys, threshold=policy.threshold, inactive=inactive, all_keys=policy.keys
+        )
+        statement = parse_statement(payload)
+        facts["predicate_type"] = statement.predicate_type
+        facts["subject_digest"] = next(iter(statement.digests()), None)
+        if statement.predicate_type not in policy.predicate_types:
+            allowed = policy.predicate_types
+            want = go_quote(allowed[0]) if len(allowed) == 1 else "one of " + quote_list(list(allowed))
+            raise _refuse(
+                Reason.PREDICATE_TYPE, f"predicate type {go_quote(statement.predicate_type)}, want {want}"
+            )
+        if statement.predicate_type == socair.PREDICATE_TYPE:
+            att, details = _socair(statement, signed, policy, expected, now)
+            signed.sort(key=lambda k: k.keyid != att.keyid)  # the report's signer first
+            facts.update(state=att.state, document_id=att.document_id)
+        else:
+            details = _generic(statement, policy, expected)
+    except Error as e:
+        reason = Reason(e.reason) if e.reason else Reason.ENVELOPE_INVALID
+        message = e.message
+        if not message.startswith(
+            ("attestation does not verify", "attestation not admitted", "attestation issuer")
+        ):
+            message = f"attestation does not verify: {message}"
+        return Verdict(
+            admitted=False,
+            reason=reason,
+            message=message,
+            signers=tuple(_signer(k) for k in signed),
+            **facts,
+        )
+    signer = signed[0]
+    return Verdict(
+        admitted=True,
+        reason=Reason.ADMITTED,
+        message=_admitted_message(signer, facts),
+        signers=tuple(_signer(k) for k in signed),
+        details=details,
+        **facts,
+    )
+
+
+def _admitted_message(signer: PublicKey, facts: dict[str, Any]) -> str:
+    if "state" in facts:  # LLMKube's condition text
+        return (
+            f"signed by trusted key {signer.short_id}, state {facts['state']},"
+            f" attestation {facts['document_id']}"
+        )
+    return f"signed by trusted key {signer.short_id}, predicate {facts['predicate_type']}"

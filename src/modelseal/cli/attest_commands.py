@@ -1,0 +1,240 @@
+"""``key gen``, ``sign``, ``attest``, ``verify`` and ``digest``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from modelseal.attest import gojson
+from modelseal.attest.digest import DirectoryDigest, digest_path, total_size
+from modelseal.attest.envelope import MAX_ENVELOPE_BYTES
+from modelseal.attest.keys import Keyring
+from modelseal.attest.policy import TrustPolicy, load_policy
+from modelseal.attest.private_keys import (
+    ALGORITHMS,
+    generate_key,
+    load_signing_key,
+    valid_issuer,
+    write_key_pair,
+)
+from modelseal.attest.sign import make_statement, sign_payload, sign_report
+from modelseal.attest.socair import parse_rfc3339
+from modelseal.attest.verdict import Mode, Reason, Verdict
+from modelseal.attest.verifier import ExpectedDigest, evaluate
+from modelseal.cli import render
+from modelseal.cli.progress import ProgressBar
+from modelseal.durations import parse_duration
+from modelseal.errors import InputError, UsageError
+from modelseal.files import read_limited, write_atomic
+
+__all__ = ["register"]
+
+_HEX64 = re.compile(r"[0-9a-fA-F]{64}")
+VERIFY_USAGE = (
+    "usage: modelseal verify <attestation.dsse.json> (--trusted <key.pub|dir> | --store <path>"
+    " | --policy <file>) [--artifact <path> | --sha256 <hex>]"
+)
+
+
+def register(commands: Any) -> None:
+    """Add the attestation commands to the ``modelseal`` parser."""
+    key = commands.add_parser("key", help="manage signing keys")
+    key_commands = key.add_subparsers(dest="key_command", metavar="COMMAND", parser_class=type(key))
+    gen = key_commands.add_parser("gen", help="generate a key pair (<prefix>.key, <prefix>.pub)")
+    gen.add_argument("--out", required=True, metavar="PREFIX", help="write PREFIX.key and PREFIX.pub")
+    gen.add_argument("--issuer", metavar="NAME", help="the issuer name reports signed with it carry")
+    gen.add_argument("--algorithm", choices=ALGORITHMS, default="ed25519", help="default: ed25519 (socair)")
+    gen.set_defaults(handler=key_gen)
+
+    sign = commands.add_parser("sign", help="sign a Socair report (as socair sign)")
+    sign.add_argument("--key", required=True, help="Ed25519 private key (PKCS#8 PEM, mode 0600)")
+    sign.add_argument("--report", required=True, help="the report JSON (socair scan output)")
+    sign.add_argument("--out", help="default: the report's name with .dsse.json")
+    sign.set_defaults(handler=sign_cmd)
+
+    attest = commands.add_parser("attest", help="sign an in-toto Statement over files (for CI)")
+    attest.add_argument("paths", nargs="+", metavar="PATH", help="files or model directories")
+    attest.add_argument("--key", action="append", required=True, help="private key; repeat to co-sign")
+    attest.add_argument("--predicate-type", required=True, metavar="URI")
+    attest.add_argument("--predicate", metavar="FILE", help="predicate JSON object (default {})")
+    attest.add_argument("--out", help="write the envelope here (default: stdout)")
+    attest.set_defaults(handler=attest_cmd)
+
+    verify = commands.add_parser("verify", help="verify and admit an attestation (as socair verify)")
+    verify.add_argument("envelope", metavar="ENVELOPE", help="the DSSE envelope (- for stdin)")
+    trust = verify.add_mutually_exclusive_group()
+    trust.add_argument("--trusted", metavar="KEY|DIR", help="a public key, or a directory of *.pub")
+    trust.add_argument("--store", metavar="PATH", help="a socair airlock store (its trusted-keys/)")
+    trust.add_argument("--policy", metavar="FILE", help="a trust-policy YAML file")
+    bind = verify.add_mutually_exclusive_group()
+    bind.add_argument("--artifact", metavar="PATH", help="hash this file or model directory")
+    bind.add_argument("--sha256", metavar="HEX", help="the digest the attestation must be for")
+    verify.add_argument("--allow-conditions", action="store_true", default=None,
+                        help="admit authorized_with_conditions")  # fmt: skip
+    verify.add_argument("--max-age", metavar="DURATION", help="refuse reports issued longer ago (e.g. 2160h)")
+    verify.add_argument(
+        "--strict", action="store_true", default=None, help="also recompute the document hash"
+    )
+    verify.add_argument("--predicate-type", action="append", metavar="URI", help="admit this predicate type")
+    verify.add_argument("--at", metavar="TIME", help="evaluate as of this RFC 3339 time instead of now")
+    verify.add_argument("--mode", choices=("enforce", "warn"), default="enforce")
+    verify.add_argument("--json", action="store_true", help="print the verdict as JSON")
+    verify.set_defaults(handler=verify_cmd)
+
+    digest = commands.add_parser("digest", help="SHA-256 of a file, socair's digest of a directory")
+    digest.add_argument("path", metavar="PATH")
+    digest.add_argument("--jobs", type=int, metavar="N", help="files hashed at once (default: cores)")
+    digest.add_argument("--json", action="store_true", help="print the digest and files as JSON")
+    digest.set_defaults(handler=digest_cmd)
+
+
+def key_gen(args: argparse.Namespace) -> int:
+    """``modelseal key gen``."""
+    if args.issuer is not None:
+        valid_issuer(args.issuer)
+    key = generate_key(args.algorithm, issuer=args.issuer or None)
+    priv, pub = write_key_pair(args.out, key)
+    print(f"key id {key.public.keyid}")
+    print(f"  private: {priv} (keep it secret; mode 0600)")
+    print(f"  public:  {pub} (share it; verifiers list it in their trusted keys)")
+    if key.issuer:
+        print(f"  issuer:  {key.issuer} (reports signed with this key name it as their issuer)")
+    else:
+        print("  no issuer name: reports signed with it name the key id; pass --issuer to name who signs")
+    return 0
+
+
+def _hash(path: str, jobs: int | None = None) -> tuple[str, DirectoryDigest | None]:
+    with ProgressBar(f"hashing {Path(path).name}", total_size(path)) as bar:
+        return digest_path(path, workers=jobs, progress=bar.advance)
+
+
+def sign_cmd(args: argparse.Namespace) -> int:
+    """``modelseal sign``."""
+    key = load_signing_key(args.key, ed25519_only=True)
+    data = read_limited(args.report, MAX_ENVELOPE_BYTES, what="report")
+    try:
+        report = gojson.loads(data)
+    except gojson.JSONFormatError as e:
+        raise InputError(f"{args.report} is not a report document: {e}") from None
+    if not isinstance(report, dict):
+        raise InputError(f"{args.report} is not a report document: not a JSON object")
+    envelope, doc = sign_report(report, key)
+    out = args.out or args.report.removesuffix(".json") + ".dsse.json"
+    write_atomic(out, envelope.to_json())
+    print(f"signed {args.report} for artifact {doc['artifact']['sha256']} with key {key.public.short_id}")
+    print(f"  {out}")
+    return 0
+
+
+def attest_cmd(args: argparse.Namespace) -> int:
+    """``modelseal attest``."""
+    keys = [load_signing_key(k) for k in args.key]
+    predicate: Any = {}
+    if args.predicate:
+        try:
+            predicate = gojson.loads(read_limited(args.predicate, MAX_ENVELOPE_BYTES, what="predicate"))
+        except gojson.JSONFormatError as e:
+            raise InputError(f"predicate {args.predicate} is not JSON: {e}") from None
+        if not isinstance(predicate, dict):
+            raise InputError(f"predicate {args.predicate} is not a JSON object")
+    subjects = [(Path(p).resolve().name, _hash(p)[0]) for p in args.paths]
+    envelope = sign_payload(make_statement(subjects, args.predicate_type, predicate), keys)
+    if args.out:
+        write_atomic(args.out, envelope.to_json())
+        print(f"attested {len(subjects)} subject(s) with {len(keys)} key(s)", file=sys.stderr)
+        print(f"  {args.out}", file=sys.stderr)
+    else:
+        sys.stdout.write(envelope.to_json().decode() + "\n")
+    return 0
+
+
+def _policy(args: argparse.Namespace) -> TrustPolicy:
+    if args.policy:
+        policy = load_policy(args.policy)
+    elif args.trusted:
+        policy = TrustPolicy(Keyring.from_path(args.trusted))
+    elif args.store:
+        policy = TrustPolicy(Keyring.from_path(Path(args.store) / "trusted-keys"))
+    else:
+        raise UsageError("give --trusted, --store or --policy", usage=VERIFY_USAGE)
+    max_age = None
+    if args.max_age is not None:
+        try:
+            max_age = parse_duration(args.max_age)
+        except ValueError as e:
+            raise UsageError(f"--max-age: {e}") from None
+        if max_age < timedelta(0):
+            raise UsageError("--max-age must not be negative")
+    types = tuple(args.predicate_type) if args.predicate_type else None
+    return policy.with_overrides(
+        allow_conditions=args.allow_conditions, max_age=max_age, strict=args.strict, predicate_types=types
+    )
+
+
+def verify_cmd(args: argparse.Namespace) -> int:
+    """``modelseal verify``: exit 0 admitted (or warn), 1 refused, 2 usage."""
+    if args.sha256 is not None and not _HEX64.fullmatch(args.sha256.strip()):
+        raise UsageError(f"--sha256 {args.sha256!r} is not 64 hex digits")
+    now = datetime.now(UTC)
+    if args.at is not None:
+        at = parse_rfc3339(args.at)
+        if at is None:
+            raise UsageError(f"--at {args.at!r} is not an RFC 3339 time")
+        now = at
+    policy = _policy(args)
+    mode = Mode(args.mode)
+    try:
+        envelope = read_limited(args.envelope, MAX_ENVELOPE_BYTES, what="attestation")
+        expected = None
+        if args.sha256:
+            expected = ExpectedDigest(args.sha256.strip().lower())
+        elif args.artifact:
+            digest, directory = _hash(args.artifact)
+            files = {f.path: f.sha256 for f in directory.files} if directory else None
+            expected = ExpectedDigest(digest, args.artifact, directory is not None, files)
+    except InputError as e:
+        verdict = Verdict(
+            admitted=False, reason=Reason.INPUT_UNREADABLE, message=f"attestation does not verify: {e}"
+        )
+    else:
+        verdict = evaluate(envelope, policy, expected=expected, now=now)
+    if args.json:
+        print(json.dumps({"mode": mode.value, **verdict.model_dump(mode="json")}, indent=2))
+    if not verdict.admitted:
+        if verdict.blocks(mode):
+            if not args.json:
+                print(f"error: {verdict.message}", file=sys.stderr)
+            return 1
+        print(f"warning: {verdict.message} (warn mode: not blocking)", file=sys.stderr)
+        return 0
+    if not args.json:
+        print(render.admitted(verdict, bound=expected is not None))
+    return 0
+
+
+def digest_cmd(args: argparse.Namespace) -> int:
+    """``modelseal digest``."""
+    if args.jobs is not None and not 1 <= args.jobs <= 64:
+        raise UsageError("--jobs must be between 1 and 64")
+    digest, directory = _hash(args.path, args.jobs)
+    if args.json:
+        out: dict[str, Any] = {"path": args.path, "sha256": digest}
+        if directory is not None:
+            out.update(
+                kind="socair.modeldir/v1",
+                size=directory.size,
+                files=[{"path": f.path, "sha256": f.sha256, "size": f.size} for f in directory.files],
+            )
+        else:
+            out.update(kind="file", size=os.path.getsize(args.path))
+        print(json.dumps(out, indent=2))
+    else:
+        print(f"{digest}  {args.path}")
+    return 0

@@ -1,0 +1,73 @@
+"""A small progress bar for long work, drawn on stderr only at a terminal."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from typing import TextIO
+
+__all__ = ["ProgressBar", "human_bytes"]
+
+
+def human_bytes(n: float) -> str:
+    """``1.5 GiB``, ``320.0 MiB``, ``12 B``."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"  # pragma: no cover
+
+
+class ProgressBar:
+    """Counts bytes; redraws at most ten times a second; thread-safe.
+
+    Disabled (every call a no-op) unless both stdout and the stream are
+    terminals, so pipes, files and ``--json`` output stay clean.
+    """
+
+    def __init__(
+        self, label: str, total: int, *, stream: TextIO | None = None, enabled: bool | None = None
+    ) -> None:
+        self._stream = stream or sys.stderr
+        if enabled is None:
+            enabled = self._stream.isatty() and sys.stdout.isatty()
+        self.enabled = enabled and total > 0
+        self.label, self.total, self.done = label, total, 0
+        self._start = time.monotonic()
+        self._drawn = 0.0
+        self._lock = threading.Lock()
+
+    def advance(self, n: int) -> None:
+        """Record ``n`` more bytes done."""
+        if not self.enabled:
+            return
+        with self._lock:
+            self.done += n
+            now = time.monotonic()
+            if now - self._drawn >= 0.1 or self.done >= self.total:
+                self._drawn = now
+                self._draw(now)
+
+    def _draw(self, now: float) -> None:
+        frac = min(1.0, self.done / self.total)
+        width = 30
+        bar = "#" * int(frac * width) + "-" * (width - int(frac * width))
+        rate = self.done / max(now - self._start, 1e-6)
+        self._stream.write(
+            f"\r{self.label} [{bar}] {frac * 100:5.1f}% {human_bytes(self.done)}/{human_bytes(self.total)}"
+            f" {human_bytes(rate)}/s "
+        )
+        self._stream.flush()
+
+    def close(self) -> None:
+        """End the line the bar was drawn on."""
+        if self.enabled and self._drawn:
+            self._stream.write("\n")
+            self._stream.flush()
+
+    def __enter__(self) -> ProgressBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
