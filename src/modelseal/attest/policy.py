@@ -108,8 +108,8 @@ class _KeyEntry(BaseModel):
     dir: str | None = None
     pem: str | None = None
     keyid: str | None = None
-    notBefore: AwareDatetime | None = None  # noqa: N815 - YAML field names
-    notAfter: AwareDatetime | None = None  # noqa: N815
+    notBefore: AwareDatetime | None = Field(default=None, strict=False)  # noqa: N815 - YAML names
+    notAfter: AwareDatetime | None = Field(default=None, strict=False)  # noqa: N815
 
     @model_validator(mode="after")
     def _one_source(self) -> _KeyEntry:
@@ -207,6 +207,8 @@ def parse_policy(text: str | bytes, *, base: Path, source: str = "policy") -> Tr
         err = e.errors()[0]
         where = ".".join(str(p) for p in err["loc"]) or "policy"
         msg = str(err["msg"]).removeprefix("Value error, ")
+        if err["type"] == "string_type" and isinstance(err.get("input"), int | float):
+            msg += " (quote it: YAML reads a bare number)"
         raise PolicyFileError(f"{source}: {where}: {msg}") from None
     max_age = None
     if doc.maxAge is not None:

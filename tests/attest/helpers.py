@@ -1,0 +1,42 @@
+"""Build signed test envelopes whose content may be wrong on purpose."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from typing import Any
+
+from modelseal.attest.private_keys import SigningKey
+from modelseal.attest.sign import make_statement, sign_payload
+from tests.conftest import TESTDATA
+
+Mutate = Callable[[dict[str, Any]], None]
+
+
+def sample_report() -> dict[str, Any]:
+    """The unsigned sample report (for testdata/sample-model/model.safetensors)."""
+    report: dict[str, Any] = json.loads((TESTDATA / "reports" / "sample.report.json").read_bytes())
+    return report
+
+
+def signed_statement(
+    key: SigningKey,
+    mutate: Mutate | None = None,
+    *,
+    subjects: list[tuple[str, str]] | None = None,
+    predicate_type: str = "https://socair.ai/attestation/v1",
+    signers: list[SigningKey] | None = None,
+) -> bytes:
+    """Envelope JSON over the sample report, as ``key`` would sign it, after ``mutate``.
+
+    Unlike ``sign_report`` nothing is validated, so any inconsistency can be made.
+    """
+    report = copy.deepcopy(sample_report())
+    report["verification"]["signer_key_id"] = key.public.keyid
+    if mutate is not None:
+        mutate(report)
+    sha = report["artifact"]["sha256"]
+    subj = subjects if subjects is not None else [(report["artifact"]["file_name"], sha)]
+    payload = make_statement(subj, predicate_type, report)
+    return sign_payload(payload, signers or [key]).to_json()

@@ -1,0 +1,140 @@
+import base64
+import contextlib
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from modelseal.attest.envelope import (
+    MAX_ENVELOPE_BYTES,
+    Envelope,
+    b64decode,
+    pae,
+    parse_envelope,
+)
+from modelseal.errors import EnvelopeError
+from tests.conftest import socair_envelope
+
+
+def test_pae_matches_the_dsse_specification_vector() -> None:
+    assert pae("http://example.com/HelloWorld", b"hello world") == (
+        b"DSSEv1 29 http://example.com/HelloWorld 11 hello world"
+    )
+
+
+def test_pae_counts_bytes_not_characters() -> None:
+    assert pae("t\u00e9", "\u00e9".encode()) == "DSSEv1 3 t\u00e9 2 \u00e9".encode()
+
+
+@pytest.mark.parametrize("data", [b"", b"a", b"ab", b"abc", b"\xfb\xff\xfe" * 7, bytes(range(256))])
+def test_base64_alphabets_and_padding_all_decode(data: bytes) -> None:
+    std = base64.b64encode(data).decode()
+    url = base64.urlsafe_b64encode(data).decode()
+    for form in (std, std.rstrip("="), url, url.rstrip("=")):
+        assert b64decode(form) == data
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("ab$d", "illegal character"),
+        ("ab d", "illegal character"),
+        ("a+b-", "mixes"),
+        ("abcde", "not a base64 length"),
+        ("ab===", "bad padding"),
+        ("abc==", "bad padding"),
+        ("\u00e9abc", "illegal character"),
+    ],
+)
+def test_base64_refuses(text: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        b64decode(text)
+
+
+@given(st.binary(max_size=300))
+def test_base64_round_trip(data: bytes) -> None:
+    assert b64decode(base64.b64encode(data).decode()) == data
+    assert b64decode(base64.urlsafe_b64encode(data).decode().rstrip("=")) == data
+
+
+def test_parse_keeps_payload_bytes_and_signatures() -> None:
+    env = parse_envelope(socair_envelope("authorized"))
+    assert env.payload_type == "application/vnd.in-toto+json"
+    assert env.payload().startswith(b'{"_type":"https://in-toto.io/Statement/v1"')
+    assert [s.keyid[:8] for s in env.signatures] == ["b4f69dad"]
+
+
+def test_to_json_writes_socair_bytes() -> None:
+    raw = socair_envelope("withheld")
+    assert parse_envelope(raw).to_json() == raw
+
+
+def test_create_and_missing_keyid() -> None:
+    env = Envelope.create("t", b"x", [("", b"\x01")])
+    again = parse_envelope(
+        json.dumps({"payloadType": "t", "payload": "eA==", "signatures": [{"sig": "AQ=="}]}).encode()
+    )
+    assert env == again
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"not json", "not a DSSE envelope: Expecting value"),
+        (b"[]", "a JSON array, want an object"),
+        (b'"x"', "a JSON string, want an object"),
+        (b'{"payload": "", "signatures": []}', 'missing field "payloadType"'),
+        (b'{"payloadType": "t", "signatures": []}', 'missing field "payload"'),
+        (
+            b'{"payloadType": 1, "payload": "", "signatures": []}',
+            "payloadType: input should be a valid string",
+        ),
+        (
+            b'{"payloadType": "t", "payload": "", "signatures": {}}',
+            "signatures: input should be a valid list",
+        ),
+        (
+            b'{"payloadType": "t", "payload": "", "signatures": [{"keyid": "k"}]}',
+            'missing field "signatures.0.sig"',
+        ),
+        (b'{"payloadType": "t", "payload": "", "signatures": [{"sig": 5}]}', "signatures.0.sig"),
+        (b'{"payloadType": "t", "payload": "", "extra": 1}', 'unknown field "extra"'),
+        (b'{"payloadType": "t", "payloadType": "u", "payload": ""}', 'duplicate key "payloadType"'),
+    ],
+)
+def test_parse_refuses_malformed(data: bytes, message: str) -> None:
+    with pytest.raises(EnvelopeError, match=message):
+        parse_envelope(data)
+
+
+def test_parse_refuses_oversized_and_too_many_signatures() -> None:
+    with pytest.raises(EnvelopeError, match="byte limit"):
+        parse_envelope(b" " * (MAX_ENVELOPE_BYTES + 1))
+    many = {"payloadType": "t", "payload": "", "signatures": [{"sig": ""}] * 65}
+    with pytest.raises(EnvelopeError, match="65 signatures"):
+        parse_envelope(json.dumps(many).encode())
+
+
+@given(st.binary(max_size=400))
+def test_parse_raises_only_envelope_errors(data: bytes) -> None:
+    with contextlib.suppress(EnvelopeError):
+        parse_envelope(data)
+
+
+@given(
+    st.dictionaries(
+        st.sampled_from(["payloadType", "payload", "signatures", "x"]),
+        st.none()
+        | st.integers()
+        | st.text(max_size=5)
+        | st.lists(st.dictionaries(st.text(max_size=5), st.text(max_size=5))),
+    )
+)
+def test_parse_structures_raise_only_envelope_errors(doc: dict[str, object]) -> None:
+    try:
+        env = parse_envelope(json.dumps(doc).encode())
+    except EnvelopeError:
+        return
+    with contextlib.suppress(EnvelopeError):
+        env.payload()

@@ -1,0 +1,112 @@
+import base64
+import contextlib
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from modelseal.attest import gojson
+from tests.conftest import socair_envelope
+
+
+@pytest.mark.parametrize("name", ["authorized", "withheld", "conditional"])
+def test_reencoding_reproduces_socair_payload_bytes(name: str) -> None:
+    payload = base64.b64decode(json.loads(socair_envelope(name))["payload"])
+    assert gojson.dumps(gojson.loads(payload)) == payload
+
+
+@pytest.mark.parametrize(
+    ("value", "go"),
+    [
+        (1.0, "1"),
+        (0.5, "0.5"),
+        (1e-7, "1e-7"),
+        (1.5e-7, "1.5e-7"),
+        (1e-6, "0.000001"),
+        (1e20, "100000000000000000000"),
+        (1e21, "1e+21"),
+        (1.234e25, "1.234e+25"),
+        (-2.5, "-2.5"),
+        (0.1, "0.1"),
+        (123456.789, "123456.789"),
+        (3e-10, "3e-10"),
+    ],
+)
+def test_float_formatting_matches_go(value: float, go: str) -> None:
+    assert gojson.go_float(value) == go
+
+
+def test_go_escapes_html_and_line_separators() -> None:
+    assert (
+        gojson.dumps({"a": "<x>&\u2028\u2029é"}) == '{"a":"\\u003cx\\u003e\\u0026\\u2028\\u2029é"}'.encode()
+    )
+
+
+def test_keys_keep_their_order() -> None:
+    assert gojson.dumps({"b": 1, "a": [True, None]}) == b'{"b":1,"a":[true,null]}'
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b'{"a":1,"a":2}', 'duplicate key "a"'),
+        (b"NaN", "NaN is not valid JSON"),
+        (b'{"a": Infinity}', "Infinity is not valid JSON"),
+        (b"\xff{}", "invalid UTF-8"),
+        ("\ufeff{}".encode(), "byte-order mark"),
+        (b"[" * 65 + b"]" * 65, "nested deeper than 64"),
+        (b"{", "Expecting property name"),
+        (b"", "Expecting value"),
+    ],
+)
+def test_strict_loader_refuses(data: bytes, message: str) -> None:
+    with pytest.raises(gojson.JSONFormatError, match=message):
+        gojson.loads(data)
+
+
+def test_lone_surrogate_cannot_be_encoded() -> None:
+    with pytest.raises(gojson.JSONFormatError, match="surrogate"):
+        gojson.dumps(gojson.loads(b'"\\ud800"'))
+
+
+def test_go_quote() -> None:
+    assert gojson.go_quote('a"b\\\n\x01é\u200b') == '"a\\"b\\\\\\n\\x01é\\u200b"'
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda children: st.lists(children) | st.dictionaries(st.text(), children),
+    max_leaves=20,
+)
+
+
+def same(loaded: object, value: object) -> bool:
+    """Equal as JSON values; Go writes floats in [1e16, 1e21) without a point."""
+    if isinstance(value, float):
+        return isinstance(loaded, int | float) and float(loaded) == value
+    if isinstance(value, list):
+        return isinstance(loaded, list) and len(loaded) == len(value) and all(map(same, loaded, value))
+    if isinstance(value, dict):
+        return (
+            isinstance(loaded, dict)
+            and list(loaded) == list(value)
+            and all(same(loaded[k], value[k]) for k in value)
+        )
+    return loaded == value and type(loaded) is type(value)
+
+
+@given(json_values)
+def test_dumps_is_json_that_loads_back(value: object) -> None:
+    try:
+        data = gojson.dumps(value)
+    except gojson.JSONFormatError:
+        return  # lone surrogates
+    assert same(json.loads(data), value)
+    assert same(gojson.loads(data), value)
+
+
+@given(st.binary(max_size=200))
+def test_loads_raises_only_its_own_error(data: bytes) -> None:
+    with contextlib.suppress(gojson.JSONFormatError):
+        gojson.loads(data)
