@@ -1,15 +1,9 @@
 #!/usr/bin/env bash
-# Set up everything the tests need, then run every gate: ruff, mypy --strict, pytest.
-# Usage: scripts/test.sh [pytest args...]
+# Set up everything the tests need, then run every gate: ruff, mypy --strict,
+# the fixture check, and pytest. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-
-VENV=${MODELSEAL_VENV:-.venv}
-if [ ! -x "$VENV/bin/python" ]; then
-  python3 -m venv "$VENV"
-fi
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+source scripts/setup.sh
 
 echo "== ruff format --check"
 "$VENV/bin/ruff" format --check .
@@ -21,3 +15,6 @@ echo "== fixtures are up to date"
 "$VENV/bin/python" testdata/generate.py --check
 echo "== pytest"
 "$VENV/bin/python" -m pytest "$@"
+echo "== demo (README's first command) runs end to end"
+bash scripts/demo.sh > "${TMPDIR:-/tmp}/modelseal-demo.log" 2>&1 || { cat "${TMPDIR:-/tmp}/modelseal-demo.log"; exit 1; }
+echo "demo ok"

@@ -37,25 +37,18 @@ def _no_constant(name: str) -> Any:
     raise JSONFormatError(f"{name} is not valid JSON")
 
 
-def _depth(text: str) -> int:
-    depth = best = 0
-    in_string = escaped = False
-    for ch in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch in "[{":
-            depth += 1
-            best = max(best, depth)
-        elif ch in "]}":
-            depth -= 1
-    return best
+def _deeper_than(value: Any, limit: int) -> bool:
+    """True when containers nest more than ``limit`` levels (iterative: no recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else None
+        if children is None:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
 
 
 def loads(data: bytes | str) -> Any:
@@ -74,16 +67,19 @@ def loads(data: bytes | str) -> Any:
         text = data
     if text.startswith("\ufeff"):
         raise JSONFormatError("starts with a byte-order mark")
-    if ("[" in text or "{" in text) and _depth(text) > MAX_DEPTH:
-        raise JSONFormatError(f"nested deeper than {MAX_DEPTH} levels")
     try:
-        return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+        value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
     except JSONFormatError:
         raise
     except json.JSONDecodeError as e:
         raise JSONFormatError(f"{e.msg} at line {e.lineno} column {e.colno}") from None
-    except (RecursionError, ValueError) as e:
+    except RecursionError:
+        raise JSONFormatError(f"nested deeper than {MAX_DEPTH} levels") from None
+    except ValueError as e:
         raise JSONFormatError(str(e) or type(e).__name__) from None
+    if text.count("[") + text.count("{") > MAX_DEPTH and _deeper_than(value, MAX_DEPTH):
+        raise JSONFormatError(f"nested deeper than {MAX_DEPTH} levels")
+    return value
 
 
 _GO_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}

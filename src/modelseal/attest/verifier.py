@@ -119,30 +119,36 @@ def _socair(
     policy: TrustPolicy,
     expected: ExpectedDigest | None,
     now: datetime,
-) -> tuple[socair.SocairAttestation, dict[str, Any]]:
+    facts: dict[str, Any],
+    details: dict[str, Any],
+) -> socair.SocairAttestation:
+    """socair-verify's checks, the issuer check, then Admit. Fills ``facts`` and
+    ``details`` as soon as they are known, so a refusal still reports them."""
     named = str(((statement.predicate or {}).get("verification") or {}).get("signer_key_id", ""))
     key = next((k for k in signed if k.keyid == named), signed[0])
     att = socair.read_attestation(statement, key.keyid)
+    facts.update(state=att.state, document_id=att.document_id)
     if policy.strict:
         socair.check_document_hash(att)
     claim = att.issuer_claim or f"unnamed issuer (key {key.short_id})"
+    details.update(
+        file_name=att.file_name,
+        issued_utc=att.issued_utc,
+        document_hash=att.document_hash,
+        checks=len(att.checks),
+        issuer=claim,
+        issuer_confirmed=key.name is not None,
+        accepted_by=att.accepted_by,
+        accepted_surfaces=list(att.accepted_surfaces),
+        signed_acceptance=att.has_signed_acceptance,
+    )
     if key.name is not None and claim != key.name:
+        details["issuer_confirmed"] = False
         raise VerificationError(
             f"attestation issuer does not match the trusted key: it claims {go_quote(claim)},"
             f" but key {key.short_id} is {go_quote(key.name)} in the trust list",
             reason=Reason.ISSUER_MISMATCH.value,
         )
-    details: dict[str, Any] = {
-        "file_name": att.file_name,
-        "issued_utc": att.issued_utc,
-        "document_hash": att.document_hash,
-        "checks": len(att.checks),
-        "issuer": claim,
-        "issuer_confirmed": key.name is not None,
-        "accepted_by": att.accepted_by,
-        "accepted_surfaces": list(att.accepted_surfaces),
-        "signed_acceptance": att.has_signed_acceptance,
-    }
     if expected is not None and expected.path is not None and expected.sha256 != att.sha256:
         raise _artifact_mismatch(expected, att)
     socair.admit(
@@ -152,7 +158,7 @@ def _socair(
         max_age=policy.max_age,
         now=now,
     )
-    return att, details
+    return att
 
 
 def _artifact_mismatch(expected: ExpectedDigest, att: socair.SocairAttestation) -> VerificationError:
@@ -180,7 +186,10 @@ def _directory_diff(predicate: dict[str, Any], actual: dict[str, str]) -> list[s
     return out
 
 
-def _generic(statement: Statement, policy: TrustPolicy, expected: ExpectedDigest | None) -> dict[str, Any]:
+def _generic(
+    statement: Statement, policy: TrustPolicy, expected: ExpectedDigest | None, details: dict[str, Any]
+) -> None:
+    details["subjects"] = [{"name": s.name, "digest": dict(s.digest)} for s in statement.subject]
     digests = statement.digests("sha256")
     if not statement.subject:
         raise _refuse(Reason.SUBJECT_INVALID, "statement has no subjects")
@@ -197,7 +206,6 @@ def _generic(statement: Statement, policy: TrustPolicy, expected: ExpectedDigest
             " so its age cannot be checked",
             reason=Reason.ISSUED_TIME_INVALID.value,
         )
-    return {"subjects": [{"name": s.name, "digest": dict(s.digest)} for s in statement.subject]}
 
 
 def evaluate(
@@ -211,6 +219,7 @@ def evaluate(
     now = now or datetime.now(UTC)
     signed: list[PublicKey] = []
     facts: dict[str, Any] = {}
+    details: dict[str, Any] = {}
     try:
         env = parse_envelope(envelope) if isinstance(envelope, bytes) else envelope
         keys, inactive = policy.active_keys(now)
@@ -227,11 +236,10 @@ def evaluate(
                 Reason.PREDICATE_TYPE, f"predicate type {go_quote(statement.predicate_type)}, want {want}"
             )
         if statement.predicate_type == socair.PREDICATE_TYPE:
-            att, details = _socair(statement, signed, policy, expected, now)
+            att = _socair(statement, signed, policy, expected, now, facts, details)
             signed.sort(key=lambda k: k.keyid != att.keyid)  # the report's signer first
-            facts.update(state=att.state, document_id=att.document_id)
         else:
-            details = _generic(statement, policy, expected)
+            _generic(statement, policy, expected, details)
     except Error as e:
         reason = Reason(e.reason) if e.reason else Reason.ENVELOPE_INVALID
         message = e.message
@@ -244,6 +252,7 @@ def evaluate(
             reason=reason,
             message=message,
             signers=tuple(_signer(k) for k in signed),
+            details=details,
             **facts,
         )
     signer = signed[0]

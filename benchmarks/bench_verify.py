@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""Envelopes verified per second: modelseal against securesystemslib on the same bytes.
+
+securesystemslib's ``Envelope.verify`` checks signatures only. modelseal is
+timed twice: signatures only (``verify_signatures``), and the whole evaluation
+(signature, statement, socair-verify's report rules, admission policy) that
+``modelseal verify`` and the operator run.
+
+    python benchmarks/bench_verify.py [--seconds 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from cryptography.hazmat.primitives.serialization import load_pem_public_key
+from securesystemslib.dsse import Envelope as SslibEnvelope
+from securesystemslib.signer import SSlibKey  # type: ignore[attr-defined]
+
+from benchmarks.common import machine
+from modelseal.attest.envelope import parse_envelope
+from modelseal.attest.keys import Keyring
+from modelseal.attest.policy import TrustPolicy
+from modelseal.attest.private_keys import generate_key
+from modelseal.attest.sign import make_statement, sign_payload
+from modelseal.attest.verifier import ExpectedDigest, evaluate, verify_signatures
+
+ROOT = Path(__file__).resolve().parent.parent
+SOCAIR = ROOT / "testdata" / "socair"
+SHA = (SOCAIR / "model.sha256").read_text().strip()
+
+
+def rate(seconds: float, fn: Callable[[], object]) -> float:
+    n, start = 0, time.perf_counter()
+    while (elapsed := time.perf_counter() - start) < seconds:
+        for _ in range(50):
+            fn()
+        n += 50
+    return n / elapsed
+
+
+def compare(
+    label: str, data: bytes, ring: Keyring, sslib_key: Any, policy: TrustPolicy, seconds: float
+) -> None:
+    def sslib() -> None:
+        env = SslibEnvelope.from_dict(json.loads(data))
+        env.verify([sslib_key], 1)
+
+    def ours_signatures() -> None:
+        verify_signatures(parse_envelope(data), ring)
+
+    def ours_full() -> None:
+        assert evaluate(data, policy, expected=ExpectedDigest(SHA)).admitted
+
+    a = rate(seconds, sslib)
+    b = rate(seconds, ours_signatures)
+    c = rate(seconds, ours_full)
+    print(f"{label}:")
+    print(f"  securesystemslib Envelope.verify      {a:9.0f} /s")
+    print(f"  modelseal signatures only             {b:9.0f} /s  ({b / a:.2f}x)")
+    print(f"  modelseal verify + admit (full)       {c:9.0f} /s  ({c / a:.2f}x)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seconds", type=float, default=2.0, help="time per contender")
+    args = parser.parse_args()
+    print(f"machine: {machine()}\n")
+    pem = (SOCAIR / "operator.pub").read_bytes()
+    ring = Keyring.from_path(SOCAIR / "operator.pub")
+    keyid = next(iter(ring))
+    sslib_key = SSlibKey.from_crypto(load_pem_public_key(pem), keyid=keyid)
+    data = (SOCAIR / "authorized.dsse.json").read_bytes()
+    compare(
+        "socair authorized fixture (Ed25519, 3.6 kB payload)",
+        data,
+        ring,
+        sslib_key,
+        TrustPolicy(ring),
+        args.seconds,
+    )
+
+    key = generate_key("ecdsa-p256")
+    eval_type = "https://example.com/eval/v1"
+    payload = make_statement([("model.bin", SHA)], eval_type, {"score": 0.5})
+    data = sign_payload(payload, [key]).to_json()
+    ring = Keyring([key.public])
+    sslib_key = SSlibKey.from_crypto(key.key.public_key(), keyid=key.public.keyid)
+    policy = TrustPolicy(ring, predicate_types=(eval_type,))
+    compare("generic statement (ECDSA P-256)", data, ring, sslib_key, policy, args.seconds)
+
+
+if __name__ == "__main__":
+    main()
