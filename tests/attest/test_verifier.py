@@ -1,9 +1,12 @@
 """Signatures, thresholds, key lifecycle and generic statements."""
 
+import base64
 import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from modelseal.attest.envelope import Envelope, b64encode, pae, parse_envelope
 from modelseal.attest.keys import Keyring, load_public_key
@@ -203,3 +206,28 @@ def test_evaluate_accepts_a_parsed_envelope(ed25519_key: SigningKey) -> None:
         [("", ed25519_key.sign(pae("application/vnd.in-toto+json", payload)))],
     )
     assert evaluate(env, TrustPolicy(ring(ed25519_key), predicate_types=(EVAL,))).admitted
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_any_changed_payload_or_signature_byte_is_refused(data: st.DataObject) -> None:
+    key = _FUZZ_KEY
+    payload = make_statement([("model.bin", "ab" * 32)], EVAL, {"n": 1})
+    env = sign_payload(payload, [key])
+    policy = TrustPolicy(ring(key), predicate_types=(EVAL,))
+    assert evaluate(env, policy).admitted
+    target = data.draw(st.sampled_from(["payload", "sig"]))
+    raw = bytearray(payload if target == "payload" else base64.b64decode(env.signatures[0].sig))
+    index = data.draw(st.integers(0, len(raw) - 1))
+    raw[index] ^= data.draw(st.integers(1, 255))
+    doc = json.loads(env.to_json())
+    if target == "payload":
+        doc["payload"] = base64.b64encode(bytes(raw)).decode()
+    else:
+        doc["signatures"][0]["sig"] = base64.b64encode(bytes(raw)).decode()
+    verdict = evaluate(json.dumps(doc).encode(), policy)
+    assert not verdict.admitted
+    assert verdict.reason is Reason.SIGNATURE_INVALID
+
+
+_FUZZ_KEY = generate_key()

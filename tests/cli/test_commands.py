@@ -125,3 +125,23 @@ def test_top_level(cli: Run) -> None:
     assert r.code == 2 and "usage: modelseal" in r.err
     r = cli("frobnicate")
     assert r.code == 2 and "invalid choice: 'frobnicate'" in r.err
+
+
+def test_digest_starts_without_the_heavy_imports(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from modelseal.cli import main; main(['digest', sys.argv[1]]);"
+        "heavy = [m for m in ('pydantic', 'cryptography', 'yaml') if m in sys.modules]; print(heavy)"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(MODEL)], capture_output=True, text=True, check=True)
+    assert out.stdout.splitlines()[-1] == "[]"
+
+
+def test_version(cli: Run) -> None:
+    import pytest
+
+    with pytest.raises(SystemExit) as info:
+        cli("--version")
+    assert info.value.code == 0

@@ -5,14 +5,20 @@ The usual entry point is :func:`evaluate`: envelope bytes, a
 :class:`Verdict`. Socair's predicate is checked with socair-verify's rules.
 """
 
-from modelseal.attest.digest import DirectoryDigest, FileDigest, digest_path, modeldir_digest, sha256_file
-from modelseal.attest.envelope import Envelope, pae, parse_envelope
-from modelseal.attest.keys import Keyring, PublicKey, load_public_key
-from modelseal.attest.policy import TrustPolicy, load_policy, parse_policy
-from modelseal.attest.private_keys import SigningKey, generate_key, load_signing_key, write_key_pair
-from modelseal.attest.sign import make_statement, sign_payload, sign_report
-from modelseal.attest.verdict import Mode, Reason, Signer, Verdict
-from modelseal.attest.verifier import ExpectedDigest, evaluate
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from modelseal.attest.digest import DirectoryDigest, FileDigest, digest_path, modeldir_digest, sha256_file
+    from modelseal.attest.envelope import Envelope, pae, parse_envelope
+    from modelseal.attest.keys import Keyring, PublicKey, load_public_key
+    from modelseal.attest.policy import TrustPolicy, load_policy, parse_policy
+    from modelseal.attest.private_keys import SigningKey, generate_key, load_signing_key, write_key_pair
+    from modelseal.attest.sign import make_statement, sign_payload, sign_report
+    from modelseal.attest.verdict import Mode, Reason, Signer, Verdict
+    from modelseal.attest.verifier import ExpectedDigest, evaluate
 
 __all__ = [
     "DirectoryDigest",
@@ -43,3 +49,42 @@ __all__ = [
     "sign_report",
     "write_key_pair",
 ]
+
+# Imported on first use (PEP 562), so that `modelseal digest` does not pay for
+# pydantic and cryptography at start-up.
+_HOMES = {
+    "DirectoryDigest": "digest",
+    "FileDigest": "digest",
+    "digest_path": "digest",
+    "modeldir_digest": "digest",
+    "sha256_file": "digest",
+    "Envelope": "envelope",
+    "pae": "envelope",
+    "parse_envelope": "envelope",
+    "Keyring": "keys",
+    "PublicKey": "keys",
+    "load_public_key": "keys",
+    "TrustPolicy": "policy",
+    "load_policy": "policy",
+    "parse_policy": "policy",
+    "SigningKey": "private_keys",
+    "generate_key": "private_keys",
+    "load_signing_key": "private_keys",
+    "write_key_pair": "private_keys",
+    "make_statement": "sign",
+    "sign_payload": "sign",
+    "sign_report": "sign",
+    "Mode": "verdict",
+    "Reason": "verdict",
+    "Signer": "verdict",
+    "Verdict": "verdict",
+    "ExpectedDigest": "verifier",
+    "evaluate": "verifier",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{home}"), name)

@@ -8,6 +8,7 @@ here raises for bad input.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -22,6 +23,8 @@ from modelseal.attest.verdict import Reason, Signer, Verdict
 from modelseal.errors import Error, PolicyError, VerificationError
 
 __all__ = ["ExpectedDigest", "evaluate", "verify_signatures"]
+
+_logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,9 @@ def verify_signatures(
                 signed[key.keyid] = key
                 break
         if len(signed) >= threshold:
+            _logger.debug(
+                "signature threshold %d met by %s", threshold, [k.short_id for k in signed.values()]
+            )
             return payload, list(signed.values())
     claimed = quote_list([s.keyid for s in envelope.signatures])
     trusted = f"{len(keys)} key(s) trusted"
@@ -241,6 +247,7 @@ def evaluate(
         else:
             _generic(statement, policy, expected, details)
     except Error as e:
+        _logger.debug("refused: %s", e)
         reason = Reason(e.reason) if e.reason else Reason.ENVELOPE_INVALID
         message = e.message
         if not message.startswith(

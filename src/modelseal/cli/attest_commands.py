@@ -9,29 +9,20 @@ import re
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from modelseal.attest import gojson
 from modelseal.attest.digest import DirectoryDigest, digest_path, total_size
-from modelseal.attest.envelope import MAX_ENVELOPE_BYTES
-from modelseal.attest.keys import Keyring
-from modelseal.attest.policy import TrustPolicy, load_policy
-from modelseal.attest.private_keys import (
-    ALGORITHMS,
-    generate_key,
-    load_signing_key,
-    valid_issuer,
-    write_key_pair,
-)
-from modelseal.attest.sign import make_statement, sign_payload, sign_report
-from modelseal.attest.socair import parse_rfc3339
-from modelseal.attest.verdict import Mode, Reason, Verdict
-from modelseal.attest.verifier import ExpectedDigest, evaluate
-from modelseal.cli import render
 from modelseal.cli.progress import ProgressBar
 from modelseal.durations import parse_duration
 from modelseal.errors import InputError, UsageError
 from modelseal.files import read_limited, write_atomic
+
+if TYPE_CHECKING:
+    from modelseal.attest.policy import TrustPolicy
+
+# Commands import what they use when they run, so that `modelseal digest`
+# starts without loading pydantic and the crypto bindings.
 
 __all__ = ["register"]
 
@@ -49,7 +40,11 @@ def register(commands: Any) -> None:
     gen = key_commands.add_parser("gen", help="generate a key pair (<prefix>.key, <prefix>.pub)")
     gen.add_argument("--out", required=True, metavar="PREFIX", help="write PREFIX.key and PREFIX.pub")
     gen.add_argument("--issuer", metavar="NAME", help="the issuer name reports signed with it carry")
-    gen.add_argument("--algorithm", choices=ALGORITHMS, default="ed25519", help="default: ed25519 (socair)")
+    gen.add_argument(
+        "--algorithm",
+        default="ed25519",
+        help="ed25519 (the default; socair's), ecdsa-p256, ecdsa-p384 or rsa-3072",
+    )
     gen.set_defaults(handler=key_gen)
 
     sign = commands.add_parser("sign", help="sign a Socair report (as socair sign)")
@@ -83,7 +78,9 @@ def register(commands: Any) -> None:
     )
     verify.add_argument("--predicate-type", action="append", metavar="URI", help="admit this predicate type")
     verify.add_argument("--at", metavar="TIME", help="evaluate as of this RFC 3339 time instead of now")
-    verify.add_argument("--mode", choices=("enforce", "warn"), default="enforce")
+    verify.add_argument(
+        "--mode", choices=("enforce", "warn"), default="enforce", help="warn: report a refusal, exit 0"
+    )
     verify.add_argument("--json", action="store_true", help="print the verdict as JSON")
     verify.set_defaults(handler=verify_cmd)
 
@@ -96,6 +93,8 @@ def register(commands: Any) -> None:
 
 def key_gen(args: argparse.Namespace) -> int:
     """``modelseal key gen``."""
+    from modelseal.attest.private_keys import generate_key, valid_issuer, write_key_pair
+
     if args.issuer is not None:
         valid_issuer(args.issuer)
     key = generate_key(args.algorithm, issuer=args.issuer or None)
@@ -117,6 +116,10 @@ def _hash(path: str, jobs: int | None = None) -> tuple[str, DirectoryDigest | No
 
 def sign_cmd(args: argparse.Namespace) -> int:
     """``modelseal sign``."""
+    from modelseal.attest.envelope import MAX_ENVELOPE_BYTES
+    from modelseal.attest.private_keys import load_signing_key
+    from modelseal.attest.sign import sign_report
+
     key = load_signing_key(args.key, ed25519_only=True)
     data = read_limited(args.report, MAX_ENVELOPE_BYTES, what="report")
     try:
@@ -135,6 +138,10 @@ def sign_cmd(args: argparse.Namespace) -> int:
 
 def attest_cmd(args: argparse.Namespace) -> int:
     """``modelseal attest``."""
+    from modelseal.attest.envelope import MAX_ENVELOPE_BYTES
+    from modelseal.attest.private_keys import load_signing_key
+    from modelseal.attest.sign import make_statement, sign_payload
+
     keys = [load_signing_key(k) for k in args.key]
     predicate: Any = {}
     if args.predicate:
@@ -156,6 +163,9 @@ def attest_cmd(args: argparse.Namespace) -> int:
 
 
 def _policy(args: argparse.Namespace) -> TrustPolicy:
+    from modelseal.attest.keys import Keyring
+    from modelseal.attest.policy import TrustPolicy, load_policy
+
     if args.policy:
         policy = load_policy(args.policy)
     elif args.trusted:
@@ -180,6 +190,12 @@ def _policy(args: argparse.Namespace) -> TrustPolicy:
 
 def verify_cmd(args: argparse.Namespace) -> int:
     """``modelseal verify``: exit 0 admitted (or warn), 1 refused, 2 usage."""
+    from modelseal.attest.envelope import MAX_ENVELOPE_BYTES
+    from modelseal.attest.socair import parse_rfc3339
+    from modelseal.attest.verdict import Mode, Reason, Verdict
+    from modelseal.attest.verifier import ExpectedDigest, evaluate
+    from modelseal.cli import render
+
     if args.sha256 is not None and not _HEX64.fullmatch(args.sha256.strip()):
         raise UsageError(f"--sha256 {args.sha256!r} is not 64 hex digits")
     now = datetime.now(UTC)

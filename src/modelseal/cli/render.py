@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from modelseal.attest.verdict import Verdict
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from modelseal.attest.verdict import Verdict
 
 __all__ = ["admitted"]
 
