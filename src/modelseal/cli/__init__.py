@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from modelseal import __version__
-from modelseal.cli import attest_commands
+from modelseal.cli import attest_commands, publish_commands
 from modelseal.errors import Error, UsageError
 
 __all__ = ["main"]
@@ -38,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log what happens to stderr")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     attest_commands.register(commands)
+    publish_commands.register(commands)
     return parser
 
 
@@ -45,6 +46,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; return the exit code (``sys.exit(main())`` in the entry point)."""
     parser = build_parser()
     args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list[:2] == ["publish", "inspect"]:
+        args_list = ["publish-inspect", *args_list[2:]]
     command = args_list[0] if args_list and not args_list[0].startswith("-") else None
     try:
         args = parser.parse_args(args_list)

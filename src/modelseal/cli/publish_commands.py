@@ -1,0 +1,171 @@
+"""``publish`` and ``publish inspect``."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import stat
+import sys
+from pathlib import Path
+from typing import Any
+
+from modelseal.cli.progress import ProgressBar, human_bytes
+from modelseal.errors import OperationalError, UsageError
+from modelseal.files import write_atomic
+
+__all__ = ["register"]
+
+TERMINATION_LOG_LIMIT = 4096
+
+
+def _registry_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--docker-config", metavar="PATH", help="docker config.json, or a directory holding one"
+    )
+    parser.add_argument("--plain-http", action="store_true", help="talk HTTP, not HTTPS (local registries)")
+
+
+def register(commands: Any) -> None:
+    """Add the publish commands to the ``modelseal`` parser."""
+    pub = commands.add_parser(
+        "publish",
+        help="push model files as an ImageVolume-mountable OCI image",
+        description="Push model files as one OCI image (one tar layer per file, files at the image root). "
+        "Also: modelseal publish inspect oci://REGISTRY/REPO@sha256:...",
+    )
+    pub.add_argument("files", nargs="*", metavar="FILE", help="LOCAL, or IMAGE/PATH=LOCAL")
+    pub.add_argument("--image", required=True, metavar="REGISTRY/REPO:TAG", help="where to publish")
+    pub.add_argument("--from", dest="from_dir", metavar="DIR", help="publish every file under DIR")
+    pub.add_argument("--primary", metavar="PATH", help="the primary file's image path (listed first)")
+    pub.add_argument("--source", metavar="URL", help="where the files came from (an image annotation)")
+    pub.add_argument("--platform", default="linux/amd64", metavar="OS/ARCH", help="default: linux/amd64")
+    pub.add_argument(
+        "--reuse-from", action="append", metavar="REF", help="an earlier image whose layers to reuse"
+    )
+    pub.add_argument(
+        "--chunk-size-mib", type=int, default=512, metavar="N", help="upload chunk size (default 512)"
+    )
+    pub.add_argument("--json", action="store_true", help="print the result as JSON")
+    pub.add_argument(
+        "--result-file", metavar="PATH", help="also write the JSON result here (/dev/termination-log)"
+    )
+    _registry_options(pub)
+    pub.set_defaults(handler=publish_cmd)
+
+    inspect = commands.add_parser("publish-inspect", prog="modelseal publish inspect", help=argparse.SUPPRESS)
+    inspect.add_argument("image", metavar="oci://REGISTRY/REPO@sha256:...")
+    inspect.add_argument("--json", action="store_true", help="print the files as JSON")
+    _registry_options(inspect)
+    inspect.set_defaults(handler=inspect_cmd)
+
+
+def _client(ref: Any, args: argparse.Namespace, chunk_mib: int = 512) -> Any:
+    from modelseal.publish.auth import load_docker_config
+    from modelseal.publish.registry import RegistryClient
+
+    credentials = load_docker_config(args.docker_config).credentials_for(ref.registry)
+    return RegistryClient(
+        ref, credentials=credentials, plain_http=args.plain_http, chunk_size=chunk_mib * 2**20
+    )
+
+
+def publish_cmd(args: argparse.Namespace) -> int:
+    """``modelseal publish``."""
+    from modelseal.publish.layout import Platform, layer_length
+    from modelseal.publish.publisher import plan_files, publish
+    from modelseal.publish.reference import parse_reference
+
+    destination = parse_reference(args.image, require="tag")
+    reuse = [parse_reference(r, allow_oci_scheme=True) for r in args.reuse_from or []]
+    if not 1 <= args.chunk_size_mib <= 4096:
+        raise UsageError("--chunk-size-mib must be between 1 and 4096")
+    if not args.files and not args.from_dir:
+        raise UsageError("give the files to publish, or --from DIR")
+    platform = Platform.parse(args.platform)
+    files = plan_files(args.files, args.from_dir, args.primary)
+    total = 0
+    for f in files:
+        with contextlib.suppress(OSError):  # publish() reports a missing file
+            total += layer_length(f.path, f.source.stat().st_size)
+    with _client(destination, args, args.chunk_size_mib) as client, ProgressBar("publishing", total) as bar:
+        result = publish(
+            destination,
+            files,
+            client,
+            source=args.source,
+            platform=platform,
+            reuse_from=reuse,
+            progress=bar.advance,
+        )
+    doc = result.to_json()
+    if args.result_file:
+        _write_result(Path(args.result_file), doc)
+    if args.json:
+        print(json.dumps(doc, indent=2))
+    else:
+        uploaded = sum(1 for f in result.files if f.uploaded)
+        size = sum(f.size for f in result.files)
+        print(
+            f"published {len(result.files)} file(s), {human_bytes(size)} ({uploaded} uploaded,"
+            f" {len(result.files) - uploaded} already there) as {destination}",
+            file=sys.stderr,
+        )
+        print(result.image)
+    return 0
+
+
+def _compact(doc: dict[str, Any]) -> bytes:
+    """The result in at most 4096 bytes (a termination message's limit), dropping detail if needed."""
+    full = json.dumps(doc, separators=(",", ":")).encode()
+    if len(full) <= TERMINATION_LOG_LIMIT:
+        return full
+    slim = {**doc, "files": [{"path": f["path"], "size": f["size"]} for f in doc["files"]], "truncated": True}
+    data = json.dumps(slim, separators=(",", ":")).encode()
+    if len(data) <= TERMINATION_LOG_LIMIT:
+        return data
+    keep = {k: doc[k] for k in ("image", "digest", "tag", "fingerprint")}
+    return json.dumps({**keep, "truncated": True}, separators=(",", ":")).encode()
+
+
+def _write_result(path: Path, doc: dict[str, Any]) -> None:
+    data = _compact(doc)
+    try:
+        special = path.exists() and (not stat.S_ISREG(path.stat().st_mode) or os.path.ismount(path))
+    except OSError:
+        special = False
+    if not special and path.name != "termination-log":
+        write_atomic(path, data)
+        return
+    try:  # a bind-mounted termination log cannot be replaced, only written
+        with path.open("wb") as f:
+            f.write(data)
+    except OSError as e:
+        raise OperationalError(f"write {path}: {e.strerror or e}") from None
+
+
+def inspect_cmd(args: argparse.Namespace) -> int:
+    """``modelseal publish inspect``."""
+    from modelseal.publish.contents import describe
+    from modelseal.publish.reference import parse_reference
+
+    ref = parse_reference(args.image, allow_oci_scheme=True)
+    if ref.digest is None and ref.tag is None:
+        raise UsageError(f"{args.image!r}: give a digest (@sha256:...) or a tag")
+    with _client(ref, args) as client:
+        info = describe(client, ref)
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return 0
+    print(info["image"])
+    if info.get("primary"):
+        print(f"  primary  {info['primary']}")
+    if info.get("source"):
+        print(f"  source   {info['source']}")
+    width = max([len(f["path"]) for f in info["files"]] + [4])
+    print(f"  {'FILE'.ljust(width)}  {'SIZE':>10}  SHA-256")
+    for f in info["files"]:
+        size = human_bytes(f["size"]) if f["size"] is not None else "?"
+        print(f"  {f['path'].ljust(width)}  {size:>10}  {f['sha256'] or '(not recorded)'}")
+    return 0

@@ -1,0 +1,333 @@
+"""Publish staged model files as a digest-pinned image: plan, hash, push, tag.
+
+Each file is read once: its layer is hashed while it uploads (the registry is
+the bottleneck, so hashing costs no wall time), and memory stays flat. A file
+whose layer a previous image of the same name, or a ``reuse_from`` image,
+already holds is hashed locally first and not uploaded again: the registry
+has it (or mounts it across repositories). The manifest is pushed by digest,
+which the registry accepts only when every blob is present, and only then
+tagged, so a tag never points at an incomplete image.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import stat
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from modelseal.attest.digest import list_model_files
+from modelseal.errors import InputError, RegistryError
+from modelseal.publish import layout
+from modelseal.publish.reference import ImageReference
+from modelseal.publish.registry import RegistryClient
+
+__all__ = ["LayerDigester", "PublishResult", "PublishedFile", "StagedFile", "plan_files", "publish"]
+
+_logger = logging.getLogger(__name__)
+BLOCK = 4 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class StagedFile:
+    """A local file and the image-root-relative path it is published at."""
+
+    path: str
+    source: Path
+
+
+@dataclass(frozen=True)
+class PublishedFile:
+    """One published file: its image path, size and SHA-256, and its layer."""
+
+    path: str
+    size: int
+    sha256: str
+    layer_digest: str
+    layer_size: int
+    uploaded: bool
+
+
+@dataclass(frozen=True)
+class PublishResult:
+    """What was published, primary file first."""
+
+    reference: ImageReference
+    tag: str
+    files: tuple[PublishedFile, ...]
+    fingerprint: str
+    source: str | None
+
+    @property
+    def image(self) -> str:
+        """``oci://registry/repo@sha256:...``, the form LLMKube's ``spec.source`` takes."""
+        return self.reference.oci
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``--json`` / ``--result-file`` document."""
+        return {
+            "image": self.image,
+            "digest": self.reference.digest,
+            "tag": self.tag,
+            "source": self.source,
+            "fingerprint": self.fingerprint,
+            "files": [
+                {
+                    "path": f.path,
+                    "size": f.size,
+                    "sha256": f.sha256,
+                    "layer": f.layer_digest,
+                    "uploaded": f.uploaded,
+                }
+                for f in self.files
+            ],
+        }
+
+
+def plan_files(files: list[str], from_dir: str | None, primary: str | None) -> list[StagedFile]:
+    """Decide the image path of each file, primary first.
+
+    ``files`` are ``LOCAL`` (published at the root under its base name) or
+    ``IMAGE/PATH=LOCAL``; ``from_dir`` publishes every file under a
+    directory at its relative path (socair's walk rules). Without
+    ``primary`` the first file named is primary; a directory of several files
+    needs ``primary``.
+
+    Raises:
+        InputError: no files, a missing primary, or a bad image path.
+    """
+    staged: list[StagedFile] = []
+    if from_dir is not None:
+        if files:
+            raise InputError("give files or --from, not both")
+        staged = [StagedFile(rel, full) for rel, full, _ in list_model_files(from_dir)]
+        if primary is None and len(staged) > 1:
+            raise InputError(f"{from_dir} holds {len(staged)} files: name the primary one with --primary")
+    else:
+        for arg in files:
+            image_path, sep, local = arg.partition("=")
+            if not sep:
+                image_path, local = Path(arg).name, arg
+            staged.append(StagedFile(image_path, Path(local)))
+    layout.validate_paths([f.path for f in staged])
+    chosen = primary if primary is not None else staged[0].path
+    index = next((i for i, f in enumerate(staged) if f.path == chosen), None)
+    if index is None:
+        raise InputError(f"primary file {chosen!r} is not among the files to publish")
+    return [staged[index], *staged[:index], *staged[index + 1 :]]
+
+
+class LayerDigester:
+    """Hashes a layer stream and, inside it, the file it wraps."""
+
+    def __init__(self, header_len: int, file_size: int) -> None:
+        self.header_len, self.file_size = header_len, file_size
+        self.layer = hashlib.sha256()
+        self.file = hashlib.sha256()
+        self.position = 0
+
+    def update(self, data: bytes) -> None:
+        """Take the next bytes of the layer."""
+        start, end = self.position, self.position + len(data)
+        lo, hi = max(start, self.header_len), min(end, self.header_len + self.file_size)
+        if lo < hi:
+            self.file.update(memoryview(data)[lo - start : hi - start])
+        self.layer.update(data)
+        self.position = end
+
+    def copy(self) -> LayerDigester:
+        """An independent copy."""
+        other = LayerDigester(self.header_len, self.file_size)
+        other.layer, other.file, other.position = self.layer.copy(), self.file.copy(), self.position
+        return other
+
+    def reset(self) -> LayerDigester:
+        """A fresh digester for the same layer."""
+        return LayerDigester(self.header_len, self.file_size)
+
+    def hexdigest(self) -> str:
+        """The layer's SHA-256."""
+        return self.layer.hexdigest()
+
+
+class _Layer:
+    """One file's layer as a byte stream: tar header, file content, padding and end blocks."""
+
+    def __init__(self, staged: StagedFile) -> None:
+        self.staged = staged
+        try:
+            st = staged.source.stat()
+        except OSError as e:
+            raise InputError(f"read {staged.source}: {e.strerror or e}") from None
+        if not stat.S_ISREG(st.st_mode):
+            raise InputError(f"{staged.source} is not a regular file")
+        self.size = st.st_size
+        self.mtime_ns = st.st_mtime_ns
+        self.header = layout.tar_header(staged.path, self.size)
+        self.trailer = layout.tar_trailer(self.size)
+        self.length = len(self.header) + self.size + len(self.trailer)
+
+    def digester(self) -> LayerDigester:
+        return LayerDigester(len(self.header), self.size)
+
+    def read(self, start: int, end: int) -> Iterator[bytes]:
+        """The bytes [start, end) of the layer, in blocks of at most 4 MiB."""
+        h, f = len(self.header), len(self.header) + self.size
+        if start < h:
+            yield self.header[start : min(end, h)]
+        lo, hi = max(start, h), min(end, f)
+        if lo < hi:
+            try:
+                fd = os.open(self.staged.source, os.O_RDONLY)
+            except OSError as e:
+                raise InputError(f"read {self.staged.source}: {e.strerror or e}") from None
+            try:
+                offset = lo - h
+                while offset < hi - h:
+                    data = os.pread(fd, min(BLOCK, hi - h - offset), offset)
+                    if not data:
+                        raise InputError(f"{self.staged.source} shrank while it was being published")
+                    offset += len(data)
+                    yield data
+            finally:
+                os.close(fd)
+        if end > f:
+            yield self.trailer[max(start, f) - f : end - f]
+
+    def check_unchanged(self) -> None:
+        st = self.staged.source.stat()
+        if st.st_size != self.size or st.st_mtime_ns != self.mtime_ns:
+            raise InputError(f"{self.staged.source} changed while it was being published")
+
+
+def _reuse_candidates(
+    client: RegistryClient, refs: list[tuple[ImageReference, str]]
+) -> dict[tuple[str, int], str]:
+    """(image path, layer size) -> layer digest, from earlier images' manifests."""
+    found: dict[tuple[str, int], str] = {}
+    for ref, reference in refs:
+        try:
+            got = client.get_manifest(reference, repository=ref.repository)
+            layers = json.loads(got[0]).get("layers") if got else None
+        except (RegistryError, ValueError, AttributeError) as e:
+            _logger.info("nothing to reuse from %s: %s", ref, e)
+            continue
+        for layer in layers if isinstance(layers, list) else []:
+            if not isinstance(layer, dict) or layer.get("mediaType") != layout.MEDIA_LAYER:
+                continue
+            title = (layer.get("annotations") or {}).get(layout.ANN_TITLE)
+            if (
+                isinstance(title, str)
+                and isinstance(layer.get("size"), int)
+                and isinstance(layer.get("digest"), str)
+            ):
+                found.setdefault((title, layer["size"]), layer["digest"])
+    return found
+
+
+def _hash_layer(layer: _Layer, progress: Callable[[int], None] | None) -> LayerDigester:
+    digester = layer.digester()
+    for data in layer.read(0, layer.length):
+        digester.update(data)
+        if progress is not None:
+            progress(len(data))
+    return digester
+
+
+def publish(
+    destination: ImageReference,
+    files: list[StagedFile],
+    client: RegistryClient,
+    *,
+    source: str | None = None,
+    platform: layout.Platform | None = None,
+    reuse_from: list[ImageReference] | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> PublishResult:
+    """Push ``files`` (primary first) as one image to ``destination`` (which has a tag).
+
+    Raises:
+        InputError: a file is missing, not regular, or changes while publishing.
+        RegistryError: the registry refused or failed.
+    """
+    assert destination.tag is not None
+    layout.validate_paths([f.path for f in files])
+    layers = [_Layer(f) for f in files]
+    earlier = [(destination, destination.tag)]
+    earlier += [
+        (r, r.digest or r.tag or "latest") for r in reuse_from or [] if r.registry == destination.registry
+    ]
+    candidates = _reuse_candidates(client, earlier)
+    published: list[PublishedFile] = []
+    for layer in layers:
+        key = (layer.staged.path, layer.length)
+        digester = None
+        uploaded = False
+        if key in candidates:
+            digester = _hash_layer(layer, None)
+            digest = "sha256:" + digester.hexdigest()
+            if digest != candidates[key] or not _present(client, digest, earlier):
+                digester = None
+        if digester is None:
+            digester = layer.digester()
+            digester = client.upload_stream(layer.length, layer.read, digester, progress)  # type: ignore[assignment]
+            uploaded = True
+        elif progress is not None:
+            progress(layer.length)
+        layer.check_unchanged()
+        assert isinstance(digester, LayerDigester)
+        published.append(
+            PublishedFile(
+                layer.staged.path,
+                layer.size,
+                digester.file.hexdigest(),
+                "sha256:" + digester.hexdigest(),
+                layer.length,
+                uploaded,
+            )
+        )
+    descriptors = [
+        layout.Descriptor(
+            layout.MEDIA_LAYER,
+            f.layer_digest,
+            f.layer_size,
+            {
+                layout.ANN_TITLE: f.path,
+                layout.ANN_FILE_SHA256: f.sha256,
+                layout.ANN_FILE_SIZE: str(f.size),
+            },
+        )
+        for f in published
+    ]
+    config = layout.build_config([d.digest for d in descriptors], platform or layout.Platform())
+    config_digest = client.upload_bytes(config)
+    annotations = {layout.ANN_PRIMARY: published[0].path, layout.ANN_LAYOUT: layout.LAYOUT_VERSION}
+    if source:
+        annotations[layout.ANN_SOURCE] = source
+    manifest = layout.build_manifest(
+        layout.Descriptor(layout.MEDIA_CONFIG, config_digest, len(config)), descriptors, annotations
+    )
+    digest = client.put_manifest(
+        "sha256:" + hashlib.sha256(manifest).hexdigest(), manifest, layout.MEDIA_MANIFEST
+    )
+    client.put_manifest(destination.tag, manifest, layout.MEDIA_MANIFEST)
+    fingerprint = layout.fingerprint(
+        f"{destination.registry}/{destination.repository}:{destination.tag}",
+        source,
+        [(f.path, f.sha256, f.size) for f in published],
+    )
+    return PublishResult(destination.pinned(digest), destination.tag, tuple(published), fingerprint, source)
+
+
+def _present(client: RegistryClient, digest: str, earlier: list[tuple[ImageReference, str]]) -> bool:
+    if client.blob_exists(digest):
+        return True
+    return any(
+        ref.repository != client.repository and client.mount_blob(digest, ref.repository)
+        for ref, _ in earlier
+    )
