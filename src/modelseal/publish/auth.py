@@ -166,7 +166,7 @@ def parse_docker_config(data: bytes, *, source: str) -> DockerConfig:
     auths = doc.get("auths")
     if auths is None and "credHelpers" not in doc and "credsStore" not in doc:
         auths = {k: v for k, v in doc.items() if isinstance(v, dict)}  # legacy .dockercfg
-    if not isinstance(auths or {}, dict):
+    if auths is not None and not isinstance(auths, dict):
         raise InputError(f"docker config {source}: auths is not an object")
     helpers = doc.get("credHelpers") or {}
     store = doc.get("credsStore")

@@ -389,11 +389,10 @@ class RegistryClient:
         r = self.request("GET", location, what="upload status", ok=(204, 404))
         received = None
         rng = r.headers.get("Range", "")
-        if r.status_code == 204 and rng.startswith("0-"):
+        if r.status_code == 204 and rng.startswith("0-") and rng[2:].isdigit() and rng != "0-0":
             received = int(rng[2:]) + 1
-        elif r.status_code == 204 and not rng:
-            received = 0
-        if received is None or received < confirmed:
+        # "0-0" means 0 or 1 bytes in distribution; a restart costs nothing then.
+        if received is None or received < confirmed or received > confirmed + self.chunk_size:
             _logger.info("upload: the registry lost the upload; starting again")
             return self._start_upload(), 0, state.reset()
         for data in read(confirmed, received):
@@ -435,7 +434,8 @@ class RegistryClient:
             RegistryError: unreachable, refused, oversized, or the wrong digest.
         """
         repo = repository or self.repository
-        self._scopes.add(f"repository:{repo}:pull")  # a token asked for after a 401 covers it
+        if repo != self.repository:
+            self._scopes.add(f"repository:{repo}:pull")  # a token asked for after a 401 covers it
         r = self.request(
             "GET",
             f"/v2/{repo}/manifests/{reference}",
