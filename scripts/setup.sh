@@ -4,6 +4,24 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
+# The real parts the tests and the demo use: an OCI registry and two independent
+# image tools (Debian's packages).
+missing=()
+for tool in docker-registry skopeo umoci; do
+  command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then
+    echo "installing ${missing[*]} (apt)" >&2
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      docker-registry skopeo umoci >/dev/null
+  else
+    echo "missing ${missing[*]}: install them (apt-get install docker-registry skopeo umoci) or run as root" >&2
+    exit 1
+  fi
+fi
+
 VENV=${MODELSEAL_VENV:-$PWD/.venv}
 if [ "${MODELSEAL_SETUP_DONE:-}" = 1 ] && [ -x "$VENV/bin/modelseal" ]; then
   export VENV MODELSEAL_SETUP_DONE=1

@@ -55,3 +55,7 @@ def ed25519_key_file(tmp_path: Path) -> Path:
 def ed25519_key(ed25519_key_file: Path) -> SigningKey:
     """The fixed Ed25519 test key (issuer ``modelseal testdata``)."""
     return load_signing_key(ed25519_key_file)
+
+
+# Real registries for the publish and CLI tests.
+from tests.publish.fixtures import _no_proxy, basic_registry, proxy, registry, token_registry  # noqa: E402, F401

@@ -8,7 +8,7 @@ import pytest
 
 from modelseal.errors import RegistryError
 from modelseal.publish.auth import Credentials
-from tests.publish.conftest import USERS
+from tests.publish.fixtures import USERS
 from tests.publish.helpers import model_files, push
 from tests.publish.servers import Registry, TokenService
 

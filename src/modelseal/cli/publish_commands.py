@@ -117,12 +117,17 @@ def publish_cmd(args: argparse.Namespace) -> int:
 
 
 def _compact(doc: dict[str, Any]) -> bytes:
-    """The result in at most 4096 bytes (a termination message's limit), dropping detail if needed."""
+    """The result in at most 4096 bytes, a termination message's limit.
+
+    Detail is dropped in steps when needed: first the per-file digests (the
+    files become a list of paths, primary first), then the file list. The
+    image's manifest keeps the whole record (``modelseal publish inspect``).
+    """
     full = json.dumps(doc, separators=(",", ":")).encode()
     if len(full) <= TERMINATION_LOG_LIMIT:
         return full
-    slim = {**doc, "files": [{"path": f["path"], "size": f["size"]} for f in doc["files"]], "truncated": True}
-    data = json.dumps(slim, separators=(",", ":")).encode()
+    paths = {**doc, "files": [f["path"] for f in doc["files"]], "truncated": True}
+    data = json.dumps(paths, separators=(",", ":")).encode()
     if len(data) <= TERMINATION_LOG_LIMIT:
         return data
     keep = {k: doc[k] for k in ("image", "digest", "tag", "fingerprint")}

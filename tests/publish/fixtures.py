@@ -1,4 +1,4 @@
-"""Fixtures that start real registries on loopback."""
+"""Fixtures that start real registries on loopback (registered by tests/conftest.py)."""
 
 from __future__ import annotations
 
