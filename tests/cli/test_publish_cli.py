@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -76,7 +77,7 @@ def test_inspect_text(cli: Run, registry: Registry) -> None:
 
 
 def test_termination_message_stays_under_4096_bytes() -> None:
-    doc = {"image": "oci://r/m@sha256:" + "a" * 64, "digest": "sha256:" + "a" * 64, "tag": "v1", "source": None,
+    doc: dict[str, Any] = {"image": "oci://r/m@sha256:" + "a" * 64, "digest": "sha256:" + "a" * 64, "tag": "v1", "source": None,
            "fingerprint": "sha256:" + "b" * 64,
            "files": [{"path": f"shard-{i:05d}-of-00064.safetensors", "size": 2**33, "sha256": "c" * 64,
                       "layer": "sha256:" + "d" * 64, "uploaded": True} for i in range(64)]}  # fmt: skip
@@ -85,7 +86,7 @@ def test_termination_message_stays_under_4096_bytes() -> None:
     slim = json.loads(data)
     assert slim["truncated"] is True and slim["image"] == doc["image"]
     assert slim["files"] == [f"shard-{i:05d}-of-00064.safetensors" for i in range(64)]
-    doc["files"] = doc["files"] * 3  # type: ignore[operator]
+    doc["files"] = doc["files"] * 3
     assert json.loads(_compact(doc)) == {
         **{k: doc[k] for k in ("image", "digest", "tag", "fingerprint")},
         "truncated": True,
