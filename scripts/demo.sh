@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The main job end to end on bundled sample data, with no network and no cluster:
 # make a signing key, sign the sample model's Socair report, verify it against the
-# model (admitted, exit 0), tamper with the model, verify again (refused, exit 1).
+# model (admitted, exit 0), tamper with the model, verify again (refused, exit 1);
+# then publish the admitted model as an ImageVolume image to a registry started on
+# loopback, read it back, unpack it with skopeo and umoci, and bind the attestation
+# to the digest the image records.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh >/dev/null
@@ -11,6 +14,29 @@ out=demo-out
 rm -rf "$out" && mkdir -p "$out"
 cp testdata/reports/sample.report.json "$out/report.json"
 cp -r testdata/sample-model "$out/model"
+cp -r testdata/sample-model "$out/admitted-model"
+
+# A throwaway OCI registry on a free loopback port, stopped when the demo ends.
+port=$("$VENV/bin/python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+mkdir -p "$out/registry"
+cat > "$out/registry/config.yml" <<YAML
+version: 0.1
+log: {level: error, accesslog: {disabled: true}}
+storage: {filesystem: {rootdirectory: $PWD/$out/registry/data}}
+http: {addr: 127.0.0.1:$port}
+YAML
+docker-registry serve "$out/registry/config.yml" > "$out/registry/log" 2>&1 &
+registry_pid=$!
+trap 'kill "$registry_pid" 2>/dev/null || true' EXIT
+"$VENV/bin/python" - "$port" <<'PY'
+import socket, sys, time
+for _ in range(200):
+    try:
+        socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=1).close()
+        break
+    except OSError:
+        time.sleep(0.05)
+PY
 
 echo "== 1. a signing key for the intake pipeline"
 ms key gen --out "$out/intake" --issuer "demo intake"
@@ -37,4 +63,22 @@ echo
 echo "== 5. the same check as JSON, in warn mode (reports, does not block)"
 ms verify "$out/report.dsse.json" --trusted "$out/intake.pub" --artifact "$out/model/model.safetensors" --mode warn --json
 echo
-echo "demo complete: the untouched model was admitted, the tampered one refused."
+echo "== 6. publish the admitted model as an ImageVolume image (a registry on loopback)"
+image=$(ms publish --image "127.0.0.1:$port/models/sample:v1" --plain-http --from "$out/admitted-model" \
+  --primary model.safetensors --source "file://testdata/sample-model" | tee /dev/stderr | tail -n 1)
+echo
+echo "== 7. read the image back from its manifest"
+ms publish inspect "$image" --plain-http
+echo
+echo "== 8. an independent check: skopeo copies it, umoci unpacks it, the files sit at the root"
+skopeo copy -q --preserve-digests --src-tls-verify=false "docker://${image#oci://}" "oci:$out/layout:v1"
+umoci unpack --image "$out/layout:v1" "$out/bundle" >/dev/null
+(cd "$out/bundle/rootfs" && ls -l && sha256sum model.safetensors)
+echo
+echo "== 9. the attestation admits the digest the image records for its primary file"
+primary_sha=$("$VENV/bin/modelseal" publish inspect "$image" --plain-http --json \
+  | "$VENV/bin/python" -c 'import json,sys; d=json.load(sys.stdin); print(d["files"][0]["sha256"])')
+ms verify "$out/report.dsse.json" --trusted "$out/intake.pub" --sha256 "$primary_sha"
+echo
+echo "demo complete: the untouched model was admitted, the tampered one refused, and the"
+echo "admitted model is published as $image"

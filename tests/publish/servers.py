@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import datetime
+import ipaddress
 import json
 import shutil
 import socket
@@ -47,6 +48,7 @@ class Registry:
     root: Path
     port: int = field(default_factory=free_port)
     auth: dict[str, Any] | None = None
+    tls: tuple[Path, Path] | None = None  # certificate, key
     proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -65,6 +67,8 @@ class Registry:
         }
         if self.auth:
             config["auth"] = self.auth
+        if self.tls:
+            config["http"]["tls"] = {"certificate": str(self.tls[0]), "key": str(self.tls[1])}
         path = self.root / "config.yml"
         path.write_text(json.dumps(config))  # JSON is YAML
         with (self.root / "registry.log").open("ab") as log:
@@ -72,7 +76,7 @@ class Registry:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             try:
-                httpx.get(f"http://{self.host}/v2/", timeout=1)
+                httpx.get(f"{'https' if self.tls else 'http'}://{self.host}/v2/", timeout=1, verify=False)
                 return
             except httpx.TransportError:
                 time.sleep(0.02)
@@ -90,6 +94,42 @@ class Registry:
             return []
         tags: list[str] = r.json().get("tags") or []
         return tags
+
+
+def tls_files(root: Path) -> tuple[Path, Path, Path]:
+    """A CA and a server certificate for 127.0.0.1 signed by it: (ca.pem, cert.pem, key.pem)."""
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "modelseal test CA")])
+    ca = (
+        x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1)).not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                     content_commitment=False, key_encipherment=False, data_encipherment=False,
+                                     key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )  # fmt: skip
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]))
+        .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1)).not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )  # fmt: skip
+    paths = (root / "ca.pem", root / "cert.pem", root / "key.pem")
+    paths[0].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    paths[1].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    paths[2].write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))  # fmt: skip
+    return paths
 
 
 def htpasswd_file(path: Path, users: dict[str, str]) -> Path:

@@ -25,6 +25,9 @@ def _registry_options(parser: argparse.ArgumentParser) -> None:
         "--docker-config", metavar="PATH", help="docker config.json, or a directory holding one"
     )
     parser.add_argument("--plain-http", action="store_true", help="talk HTTP, not HTTPS (local registries)")
+    parser.add_argument(
+        "--ca-file", metavar="PEM", help="trust the registry's certificate from this CA bundle"
+    )
 
 
 def register(commands: Any) -> None:
@@ -67,7 +70,11 @@ def _client(ref: Any, args: argparse.Namespace, chunk_mib: int = 512) -> Any:
 
     credentials = load_docker_config(args.docker_config).credentials_for(ref.registry)
     return RegistryClient(
-        ref, credentials=credentials, plain_http=args.plain_http, chunk_size=chunk_mib * 2**20
+        ref,
+        credentials=credentials,
+        plain_http=args.plain_http,
+        chunk_size=chunk_mib * 2**20,
+        ca_file=args.ca_file,
     )
 
 

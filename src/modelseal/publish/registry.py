@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import ssl
 import time
 import urllib.parse
 from collections.abc import Callable, Iterator
@@ -20,7 +21,7 @@ from typing import Protocol
 
 import httpx
 
-from modelseal.errors import RegistryError
+from modelseal.errors import InputError, RegistryError
 from modelseal.publish.auth import Credentials, parse_challenge
 from modelseal.publish.reference import ImageReference
 
@@ -80,6 +81,7 @@ class RegistryClient:
         backoff: float = 0.5,
         chunk_size: int = 512 * 1024 * 1024,
         transport: httpx.BaseTransport | None = None,
+        ca_file: str | None = None,
         user_agent: str = "modelseal",
     ) -> None:
         self.ref = ref
@@ -93,8 +95,15 @@ class RegistryClient:
         self._credentials = credentials
         self._authorization: str | None = None
         self._scopes: set[str] = {f"repository:{self.repository}:pull,push"}
+        verify: ssl.SSLContext | bool = True
+        if ca_file is not None:
+            try:
+                verify = ssl.create_default_context(cafile=ca_file)
+            except (OSError, ssl.SSLError) as e:
+                raise InputError(f"CA file {ca_file}: {getattr(e, 'strerror', None) or e}") from None
         self._client = httpx.Client(
             transport=transport,
+            verify=verify,
             timeout=httpx.Timeout(connect=15.0, read=600.0, write=600.0, pool=15.0),
             follow_redirects=False,
             headers={"User-Agent": user_agent},
@@ -154,6 +163,7 @@ class RegistryClient:
             try:
                 response = self._send(method, url, headers=headers, content=content)
             except httpx.TransportError as e:
+                _refuse_tls_failure(e, self.host)
                 attempt = self._pause(attempt, what, f"{type(e).__name__}: {e}")
                 continue
             if response.status_code == 401 and self._same_host(url) and not authenticated:
@@ -461,3 +471,19 @@ class _RetryableStatusError(Exception):
 
 class _RestartUploadError(Exception):
     """The registry no longer knows where the upload is; start it again."""
+
+
+def _refuse_tls_failure(error: httpx.TransportError, host: str) -> None:
+    """A certificate that does not verify will not verify on a retry: say so at once."""
+    cause: BaseException | None = error
+    while cause is not None:
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            raise RegistryError(
+                f"TLS: the certificate of {host} does not verify ({cause.verify_message});"
+                " pass --ca-file with the CA that signed it"
+            ) from None
+        if isinstance(cause, ssl.SSLError) and "WRONG_VERSION_NUMBER" in str(cause):
+            raise RegistryError(
+                f"TLS: {host} does not speak HTTPS; pass --plain-http for a plain HTTP registry"
+            )
+        cause = cause.__cause__ or cause.__context__

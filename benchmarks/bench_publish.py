@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""Publishing throughput and memory against the registry's ceiling and other clients.
+
+For each size (default 1 GiB and 4 GiB) one file is pushed to a local
+docker-registry by, in turn: ``curl -T`` of the raw bytes (the registry's
+ceiling; digest computed beforehand, untimed), ``modelseal publish`` (hashing
+included), oras-py's chunked push (hashing included), and ``skopeo copy``
+from an OCI layout holding the same image. Each runs as its own process, with
+the registry's storage emptied before it, so nothing is deduplicated; wall time
+and the process's peak RSS are printed with the ratio to curl.
+
+    python benchmarks/bench_publish.py [--sizes-mib 1024,4096] [--dir /tmp/x]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+from benchmarks.common import gib, machine, make_file, python_command, timed_command, warm
+
+ORAS_PUSH = (
+    "import os, sys, oras.client\n"
+    "os.chdir(os.path.dirname(sys.argv[2]))\n"
+    "c = oras.client.OrasClient(hostname=sys.argv[1], insecure=True)\n"
+    "c.push(target=sys.argv[1] + '/bench/oras:v1', files=[os.path.basename(sys.argv[2])],"
+    " do_chunked=True, chunk_size=16 * 1024 * 1024)\n"
+)
+
+
+class LocalRegistry:
+    def __init__(self, root: Path) -> None:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.root = root
+        self.data = root / "data"
+        root.mkdir(parents=True, exist_ok=True)
+        config = root / "config.yml"
+        config.write_text(
+            "version: 0.1\nlog: {level: error, accesslog: {disabled: true}}\n"
+            f"storage: {{filesystem: {{rootdirectory: {self.data}}}, delete: {{enabled: true}}}}\n"
+            f"http: {{addr: 127.0.0.1:{self.port}}}\n"
+        )
+        self.proc = subprocess.Popen(["docker-registry", "serve", str(config)], stderr=subprocess.DEVNULL)
+        for _ in range(200):
+            try:
+                httpx.get(f"http://{self.host}/v2/", timeout=1)
+                break
+            except httpx.TransportError:
+                time.sleep(0.05)
+
+    @property
+    def host(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def wipe(self) -> None:
+        shutil.rmtree(self.data / "docker", ignore_errors=True)
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+def curl_upload(reg: LocalRegistry, path: Path, digest: str) -> list[str]:
+    r = httpx.post(f"http://{reg.host}/v2/bench/curl/blobs/uploads/")
+    location = r.headers["Location"]
+    url = location if location.startswith("http") else f"http://{reg.host}{location}"
+    content_type = "Content-Type: application/octet-stream"
+    return ["curl", "-sS", "-f", "-o", "/dev/null", "-X", "PUT", "-H", content_type, "-T", str(path),
+            f"{url}&digest={digest}"]  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes-mib", default="1024,4096")
+    parser.add_argument("--dir", type=Path, help="where to put files and the registry (default: a temp dir)")
+    args = parser.parse_args()
+    work = args.dir or Path(tempfile.mkdtemp(prefix="modelseal-bench-publish-"))
+    work.mkdir(parents=True, exist_ok=True)
+    modelseal = str(Path(sys.executable).parent / "modelseal")
+    print(f"machine: {machine()}")
+    reg = LocalRegistry(work / "registry")
+    try:
+        for size_mib in (int(s) for s in args.sizes_mib.split(",")):
+            size = size_mib * 2**20
+            weights = work / f"model-{size_mib}.gguf"
+            make_file(weights, size)
+            warm(weights)
+            with weights.open("rb") as f:
+                digest = "sha256:" + hashlib.file_digest(f, "sha256").hexdigest()
+            print(f"\none file, {gib(size)}:")
+            ours = f"{reg.host}/bench/modelseal:v1"
+            layout = work / f"layout-{size_mib}"
+            contenders = [
+                ("curl -T (upload only)", []),
+                ("modelseal publish", [modelseal, "publish", "--plain-http", "--image", ours, str(weights)]),
+                ("oras-py push (chunked)", python_command(ORAS_PUSH, reg.host, str(weights))),
+                ("skopeo copy from OCI layout", ["skopeo", "copy", "-q", "--dest-tls-verify=false",
+                                                 f"oci:{layout}:v1", f"docker://{reg.host}/bench/skopeo:v1"]),
+            ]  # fmt: skip
+            rows: list[tuple[str, float, float]] = []
+            for label, argv in contenders:
+                if label.startswith("skopeo"):  # its source: the image modelseal published, as a layout
+                    shutil.rmtree(layout, ignore_errors=True)
+                    src = ["skopeo", "copy", "-q", "--preserve-digests", "--src-tls-verify=false"]
+                    subprocess.run([*src, f"docker://{ours}", f"oci:{layout}:v1"], check=True)
+                reg.wipe()
+                if label.startswith("curl"):  # its upload session must outlive the wipe
+                    argv = curl_upload(reg, weights, digest)
+                wall, rss = timed_command(argv)
+                rows.append((label, wall, rss))
+            shutil.rmtree(layout, ignore_errors=True)
+            base = rows[0][1]
+            for label, wall, rss in rows:
+                print(f"  {label:<30} {wall:7.2f} s  {size / wall / 2**20:7.1f} MiB/s  peak RSS {rss:6.0f} MB"
+                      f"  {wall / base:5.2f}x curl")  # fmt: skip
+    finally:
+        reg.stop()
+        if args.dir is None:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
