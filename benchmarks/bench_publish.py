@@ -110,15 +110,15 @@ def main() -> None:
             ]  # fmt: skip
             rows: list[tuple[str, float, float]] = []
             for label, argv in contenders:
-                if label.startswith("skopeo"):  # its source: the image modelseal published, as a layout
-                    shutil.rmtree(layout, ignore_errors=True)
-                    src = ["skopeo", "copy", "-q", "--preserve-digests", "--src-tls-verify=false"]
-                    subprocess.run([*src, f"docker://{ours}", f"oci:{layout}:v1"], check=True)
                 reg.wipe()
                 if label.startswith("curl"):  # its upload session must outlive the wipe
                     argv = curl_upload(reg, weights, digest)
                 wall, rss = timed_command(argv)
                 rows.append((label, wall, rss))
+                if label.startswith("modelseal"):  # skopeo's source: this image, as an OCI layout
+                    shutil.rmtree(layout, ignore_errors=True)
+                    src = ["skopeo", "copy", "-q", "--preserve-digests", "--src-tls-verify=false"]
+                    subprocess.run([*src, f"docker://{ours}", f"oci:{layout}:v1"], check=True)
             shutil.rmtree(layout, ignore_errors=True)
             base = rows[0][1]
             for label, wall, rss in rows:

@@ -149,3 +149,12 @@ def test_inspect_errors(cli: Run) -> None:
     assert r.code == 2 and "give a digest" in r.err
     r = cli("publish", "inspect", "https://x/y:z")
     assert r.code == 2 and "only oci:// references" in r.err
+
+
+def test_the_sample_model_always_makes_the_same_image(cli: Run, registry: Registry) -> None:
+    """The README's example digest: same files, same options, same manifest on any machine."""
+    r = cli("publish", "--image", f"{registry.host}/models/sample:v1", "--plain-http", "--from", SAMPLE,
+            "--primary", "model.safetensors", "--json")  # fmt: skip
+    doc = json.loads(r.out)
+    assert doc["digest"] == "sha256:025962330cb7733c2d06f97ecf3cfdc1a50018fee62637b83c89951af32ace80"
+    assert doc["fingerprint"] != ""
