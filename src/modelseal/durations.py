@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 
-__all__ = ["format_go_duration", "parse_duration", "round_to_minute"]
+__all__ = ["format_go_duration", "parse_duration", "parse_max_age", "round_to_minute"]
 
 _NANOS = {
     "ns": 1,
@@ -56,6 +56,18 @@ def parse_duration(text: str) -> timedelta:
     if total > 2**63 - 1:
         raise ValueError(f"invalid duration {text!r} (too long)")
     return timedelta(microseconds=sign * total / 1000)
+
+
+def parse_max_age(text: str) -> timedelta:
+    """A duration that may not be negative (``0`` turns the age check off).
+
+    Raises:
+        ValueError: not a duration, or negative.
+    """
+    value = parse_duration(text)
+    if value < timedelta(0):
+        raise ValueError(f"{text!r} must not be negative")
+    return value
 
 
 def round_to_minute(d: timedelta) -> timedelta:

@@ -66,7 +66,7 @@ BAD_POLICIES = [
     (HEAD + KEYS + "threshold: 2\n", "threshold 2 is more than the 1 distinct key(s) given"),
     (HEAD + KEYS + "allowConditions: yes-please\n", "allowConditions: Input should be a valid boolean"),
     (HEAD + KEYS + "maxAge: 3 weeks\n", "maxAge: invalid duration"),
-    (HEAD + KEYS + "maxAge: -1h\n", "maxAge: must not be negative"),
+    (HEAD + KEYS + "maxAge: -1h\n", "maxAge: '-1h' must not be negative"),
     (HEAD + KEYS + "predicateTypes: []\n", "predicateTypes: List should have at least 1 item"),
     (HEAD + KEYS + "revokedKeyIds: [abc]\n", "revokedKeyIds: 'abc' is not 64 lowercase hex digits"),
     (HEAD + "keys:\n  - name: x\n", "keys.0: give exactly one of file, dir or pem"),

@@ -129,7 +129,7 @@ def test_no_trusted_keys_configured() -> None:
         ({"_type": "https://in-toto.io/Statement/v1", "subject": "x", "predicateType": "p"}, Reason.STATEMENT_INVALID,
          "payload is not an in-toto statement: subject: input should be a valid list"),
         ({"_type": "https://in-toto.io/Statement/v1", "subject": []}, Reason.STATEMENT_INVALID,
-         "payload is not an in-toto statement: predicateType: field required"),
+         'payload is not an in-toto statement: missing field "predicateType"'),
         ({"_type": "https://in-toto.io/Statement/v1", "subject": [{"digest": {"sha256": 1}}], "predicateType": "p"},
          Reason.STATEMENT_INVALID, "subject.0.digest.sha256: input should be a valid string"),
         ([1, 2], Reason.STATEMENT_INVALID, "payload is not an in-toto statement: not a JSON object"),

@@ -95,7 +95,7 @@ CASES = [
     Case("bad sha256", 2, "--sha256 'abc' is not 64 hex digits", extra=("--sha256", "abc")),
     Case("artifact and sha256", 2, "not allowed with argument", extra=("--sha256", FIXTURE_SHA256, "--artifact", "x")),
     Case("bad max age", 2, "--max-age: invalid duration", extra=("--max-age", "3 weeks")),
-    Case("negative max age", 2, "--max-age must not be negative", extra=("--max-age=-1h",)),
+    Case("negative max age", 2, "--max-age: '-1h' must not be negative", extra=("--max-age=-1h",)),
     Case("bad --at", 2, "--at 'tomorrow' is not an RFC 3339 time", extra=("--at", "tomorrow")),
     Case("bad mode", 2, "invalid choice: 'lenient'", extra=("--mode", "lenient")),
     Case("unknown flag", 2, "unrecognized arguments: --acceptors", extra=("--acceptors", "dir")),

@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from modelseal.attest import gojson
+from modelseal.attest.validation import first_error
 from modelseal.errors import EnvelopeError
 
 __all__ = [
@@ -135,17 +136,6 @@ class Envelope:
         return json.dumps(self.to_dict(), indent=2).encode("utf-8")
 
 
-def _first_error(e: ValidationError) -> str:
-    err = e.errors()[0]
-    where = ".".join(str(p) for p in err["loc"])
-    kind = err["type"]
-    if kind == "missing":
-        return f"missing field {gojson.go_quote(where)}"
-    if kind == "extra_forbidden":
-        return f"unknown field {gojson.go_quote(where)}"
-    return f"{where}: {err['msg'].lower()}"
-
-
 def parse_envelope(data: bytes) -> Envelope:
     """Parse envelope JSON. Nothing is decoded or verified yet.
 
@@ -166,7 +156,7 @@ def parse_envelope(data: bytes) -> Envelope:
     try:
         wire = _WireEnvelope.model_validate(raw)
     except ValidationError as e:
-        raise EnvelopeError(f"not a DSSE envelope: {_first_error(e)}") from None
+        raise EnvelopeError(f"not a DSSE envelope: {first_error(e)}") from None
     sigs = wire.signatures or []
     if len(sigs) > MAX_SIGNATURES:
         raise EnvelopeError(

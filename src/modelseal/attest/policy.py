@@ -19,7 +19,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationErro
 
 from modelseal.attest.keys import Keyring, PublicKey, load_public_key
 from modelseal.attest.socair import PREDICATE_TYPE
-from modelseal.durations import parse_duration
+from modelseal.durations import parse_max_age
 from modelseal.errors import KeyFileError, PolicyFileError
 
 __all__ = ["KeyWindow", "TrustPolicy", "load_policy", "parse_policy"]
@@ -213,11 +213,9 @@ def parse_policy(text: str | bytes, *, base: Path, source: str = "policy") -> Tr
     max_age = None
     if doc.maxAge is not None:
         try:
-            max_age = parse_duration(doc.maxAge)
+            max_age = parse_max_age(doc.maxAge)
         except ValueError as e:
             raise PolicyFileError(f"{source}: maxAge: {e}") from None
-        if max_age < timedelta(0):
-            raise PolicyFileError(f"{source}: maxAge: must not be negative")
     keys: list[PublicKey] = []
     windows: dict[str, KeyWindow] = {}
     for i, entry in enumerate(doc.keys):

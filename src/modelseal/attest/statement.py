@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from modelseal.attest import gojson
+from modelseal.attest.validation import first_error
 from modelseal.attest.verdict import Reason
 from modelseal.errors import VerificationError
 
@@ -86,9 +87,6 @@ def parse_statement(payload: bytes) -> Statement:
     try:
         return Statement.model_validate(raw)
     except ValidationError as e:
-        err = e.errors()[0]
-        where = ".".join(str(p) for p in err["loc"])
         raise _fail(
-            Reason.STATEMENT_INVALID,
-            f"payload is not an in-toto statement: {where}: {err['msg'].lower()}",
+            Reason.STATEMENT_INVALID, f"payload is not an in-toto statement: {first_error(e)}"
         ) from None

@@ -7,14 +7,14 @@ import json
 import os
 import re
 import sys
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from modelseal.attest import gojson
 from modelseal.attest.digest import DirectoryDigest, digest_path, total_size
 from modelseal.cli.progress import ProgressBar
-from modelseal.durations import parse_duration
+from modelseal.durations import parse_max_age
 from modelseal.errors import InputError, UsageError
 from modelseal.files import read_limited, write_atomic
 
@@ -177,11 +177,9 @@ def _policy(args: argparse.Namespace) -> TrustPolicy:
     max_age = None
     if args.max_age is not None:
         try:
-            max_age = parse_duration(args.max_age)
+            max_age = parse_max_age(args.max_age)
         except ValueError as e:
             raise UsageError(f"--max-age: {e}") from None
-        if max_age < timedelta(0):
-            raise UsageError("--max-age must not be negative")
     types = tuple(args.predicate_type) if args.predicate_type else None
     return policy.with_overrides(
         allow_conditions=args.allow_conditions, max_age=max_age, strict=args.strict, predicate_types=types
