@@ -1,0 +1,219 @@
+"""LLMKube's attestation gate as a pure function: Model spec + ConfigMaps -> outcome.
+
+The checks and their texts are LLMKube's ``admitAttestation``: spec.sha256
+first, then spec.attestation, the trusted keys ConfigMap, the attestation
+ConfigMap (``data``, then ``binaryData``) and its key, then socair-verify's
+``Policy.Admit``. A refusal reads ``attestation rejected: <reason>``.
+Verdicts are cached by (envelope, keyring, policy, expected digest), so a
+reconcile that changes nothing re-does no cryptography.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from modelseal.attest.keys import Keyring, PublicKey, load_public_key
+from modelseal.attest.policy import TrustPolicy
+from modelseal.attest.verdict import Mode, Reason, Verdict
+from modelseal.attest.verifier import ExpectedDigest, evaluate
+from modelseal.errors import KeyFileError
+from modelseal.operator.settings import OperatorSettings
+
+__all__ = ["ConfigMapRead", "GateOutcome", "VerdictCache", "evaluate_gate", "referenced_configmap"]
+
+REASON_VERIFIED = "Verified"
+REASON_REJECTED = "ModelAttestationRejected"
+
+
+@dataclass(frozen=True)
+class ConfigMapRead:
+    """A ConfigMap as the API returned it, or the API's error text."""
+
+    data: Mapping[str, str] = field(default_factory=dict)
+    binary_data: Mapping[str, str] = field(default_factory=dict)  # base64, as the API sends it
+    error: str | None = None
+
+    @classmethod
+    def from_object(cls, obj: Mapping[str, Any]) -> ConfigMapRead:
+        """From a ConfigMap object (fields of the wrong type count as absent)."""
+        data = obj.get("data") or {}
+        binary = obj.get("binaryData") or {}
+        return cls(
+            {k: v for k, v in data.items() if isinstance(v, str)} if isinstance(data, dict) else {},
+            {k: v for k, v in binary.items() if isinstance(v, str)} if isinstance(binary, dict) else {},
+        )
+
+    def get(self, key: str) -> bytes | None:
+        """``data[key]``, else the decoded ``binaryData[key]``."""
+        if key in self.data:
+            return self.data[key].encode("utf-8")
+        if key in self.binary_data:
+            try:
+                return base64.b64decode(self.binary_data[key], validate=True)
+            except binascii.Error:
+                return None
+        return None
+
+    def entries(self) -> list[str]:
+        """Every entry name in data and binaryData."""
+        return sorted({*self.data, *self.binary_data})
+
+
+@dataclass(frozen=True)
+class GateOutcome:
+    """What the gate decided, with the condition's reason and message."""
+
+    mode: Mode
+    admitted: bool
+    reason: str
+    message: str
+    code: Reason
+    verdict: Verdict | None = None
+
+    @property
+    def blocks(self) -> bool:
+        """Only enforce mode refuses."""
+        return self.mode is Mode.ENFORCE and not self.admitted
+
+
+class VerdictCache:
+    """A small LRU of verdicts; a verdict depends only on its key (and the time for age checks)."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self.size = size
+        self._items: OrderedDict[tuple[str, ...], Verdict] = OrderedDict()
+        self.hits = self.misses = 0
+
+    def get(self, key: tuple[str, ...]) -> Verdict | None:
+        verdict = self._items.get(key)
+        if verdict is None:
+            self.misses += 1
+            return None
+        self._items.move_to_end(key)
+        self.hits += 1
+        return verdict
+
+    def put(self, key: tuple[str, ...], verdict: Verdict) -> None:
+        self._items[key] = verdict
+        self._items.move_to_end(key)
+        while len(self._items) > self.size:
+            self._items.popitem(last=False)
+
+
+def referenced_configmap(spec: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(name, key) of ``spec.attestation.configMapKeyRef``, if set and well formed."""
+    attestation = spec.get("attestation")
+    ref = attestation.get("configMapKeyRef") if isinstance(attestation, dict) else None
+    if not isinstance(ref, dict):
+        return None
+    name, key = ref.get("name", ""), ref.get("key", "")
+    return (name, key) if isinstance(name, str) and isinstance(key, str) else None
+
+
+class _RefusedError(Exception):
+    def __init__(self, message: str, code: Reason = Reason.INPUT_UNREADABLE) -> None:
+        super().__init__(message)
+        self.message, self.code = message, code
+
+
+def _keyring(settings: OperatorSettings, trusted: ConfigMapRead | None) -> list[PublicKey]:
+    if settings.trusted_keys is None:
+        return []
+    ref = settings.trusted_keys_ref
+    if trusted is None or trusted.error is not None:
+        raise _RefusedError(f"read trusted keys ConfigMap {ref}: {trusted.error if trusted else 'not read'}")
+    names = [n for n in trusted.entries() if n.endswith(".pub")]
+    if not names:
+        raise _RefusedError(f"trusted keys ConfigMap {ref}: no trusted keys", Reason.NO_TRUSTED_KEYS)
+    keys = []
+    for name in names:
+        pem = trusted.get(name)
+        try:
+            keys.append(load_public_key(pem or b"", source=f"key {name!r}"))
+        except KeyFileError as e:
+            raise _RefusedError(f"trusted keys ConfigMap {ref}: {e}") from None
+    return keys
+
+
+def _policy(settings: OperatorSettings, keys: list[PublicKey]) -> TrustPolicy:
+    base = settings.policy or TrustPolicy(Keyring())
+    ring = Keyring([*base.keys.values(), *keys])
+    return replace(base, keys=ring, allow_conditions=settings.allow_conditions, max_age=settings.max_age)
+
+
+def evaluate_gate(
+    spec: Mapping[str, Any],
+    namespace: str,
+    settings: OperatorSettings,
+    *,
+    trusted: ConfigMapRead | None,
+    attestation: ConfigMapRead | None,
+    now: datetime,
+    cache: VerdictCache | None = None,
+) -> GateOutcome | None:
+    """Decide a Model's admission; None when the gate is off."""
+    if settings.mode is Mode.OFF:
+        return None
+    try:
+        sha = spec.get("sha256")
+        if not isinstance(sha, str) or not sha:
+            raise _RefusedError(
+                "the attestation policy requires spec.sha256, the digest the attestation must be for",
+                Reason.DIGEST_MISMATCH,
+            )
+        ref = referenced_configmap(spec)
+        if ref is None:
+            raise _RefusedError(
+                "spec.attestation is not set; sign the model's Socair report with `socair sign` and"
+                " reference the envelope from a ConfigMap",
+                Reason.UNSIGNED,
+            )
+        policy = _policy(settings, _keyring(settings, trusted))
+        where = f"{namespace}/{ref[0]}"
+        if attestation is None or attestation.error is not None:
+            raise _RefusedError(
+                f"read attestation ConfigMap {where}: {attestation.error if attestation else 'not read'}"
+            )
+        envelope = attestation.get(ref[1])
+        if envelope is None:
+            raise _RefusedError(f'attestation ConfigMap {where} has no key "{ref[1]}"')
+        verdict = _cached_evaluate(envelope, policy, sha, now, cache)
+    except _RefusedError as r:
+        return GateOutcome(
+            settings.mode, False, REASON_REJECTED, f"attestation rejected: {r.message}", r.code
+        )
+    if not verdict.admitted:
+        return GateOutcome(
+            settings.mode,
+            False,
+            REASON_REJECTED,
+            f"attestation rejected: {verdict.message}",
+            verdict.reason,
+            verdict,
+        )
+    return GateOutcome(settings.mode, True, REASON_VERIFIED, verdict.message, Reason.ADMITTED, verdict)
+
+
+def _cached_evaluate(
+    envelope: bytes, policy: TrustPolicy, sha: str, now: datetime, cache: VerdictCache | None
+) -> Verdict:
+    key = (
+        hashlib.sha256(envelope).hexdigest(),
+        policy.fingerprint(),
+        sha.strip().lower(),
+        # age limits and key windows make a verdict a function of time: keep such entries a minute
+        now.strftime("%Y%m%d%H%M") if (policy.max_age or policy.windows) else "",
+    )
+    verdict = cache.get(key) if cache is not None else None
+    if verdict is None:
+        verdict = evaluate(envelope, policy, expected=ExpectedDigest(sha), now=now)
+        if cache is not None:
+            cache.put(key, verdict)
+    return verdict

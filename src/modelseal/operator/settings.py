@@ -1,0 +1,109 @@
+"""The operator's flags, validated with LLMKube's texts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from modelseal.attest.policy import TrustPolicy, load_policy
+from modelseal.attest.verdict import Mode
+from modelseal.durations import parse_max_age
+from modelseal.errors import UsageError
+
+__all__ = ["GROUP", "PLURAL", "VERSION", "OperatorSettings", "parse_mode", "parse_trusted_keys"]
+
+GROUP = "inference.llmkube.dev"
+VERSION = "v1alpha1"
+PLURAL = "models"
+
+
+def parse_mode(text: str) -> Mode:
+    """LLMKube's ``ParseAttestationMode``: trimmed, case-insensitive; empty is off.
+
+    Raises:
+        UsageError: ``invalid --model-attestation "x": want off, warn, or enforce``.
+    """
+    value = text.strip().lower()
+    if value in ("", "off"):
+        return Mode.OFF
+    if value in ("warn", "enforce"):
+        return Mode(value)
+    raise UsageError(f'invalid --model-attestation "{text}": want off, warn, or enforce')
+
+
+def parse_trusted_keys(text: str, mode: Mode) -> tuple[str, str] | None:
+    """``namespace/name`` of the trusted keys ConfigMap; required unless the mode is off.
+
+    Raises:
+        UsageError: LLMKube's text when it is not namespace/name.
+    """
+    if mode is Mode.OFF and not text:
+        return None
+    namespace, _, name = text.partition("/")
+    if not namespace or not name or "/" in name:
+        raise UsageError(
+            "--model-attestation-trusted-keys must be namespace/name when --model-attestation is warn"
+            f' or enforce (got "{text}")'
+        )
+    return namespace, name
+
+
+@dataclass(frozen=True)
+class OperatorSettings:
+    """Everything the operator's behaviour depends on."""
+
+    mode: Mode = Mode.OFF
+    trusted_keys: tuple[str, str] | None = None
+    allow_conditions: bool = False
+    max_age: timedelta | None = None
+    policy: TrustPolicy | None = None
+    recheck_interval: timedelta = timedelta(minutes=10)
+    refused_retry: timedelta = timedelta(minutes=1)
+
+    @property
+    def trusted_keys_ref(self) -> str:
+        """``namespace/name``, for messages."""
+        return "/".join(self.trusted_keys) if self.trusted_keys else ""
+
+    @classmethod
+    def from_flags(
+        cls,
+        *,
+        mode: str,
+        trusted_keys: str = "",
+        allow_conditions: bool = False,
+        max_age: str = "0",
+        policy_file: str | None = None,
+        recheck_interval: str = "10m",
+    ) -> OperatorSettings:
+        """Validate the flags as LLMKube does, plus modelseal's own.
+
+        Raises:
+            UsageError: a flag is invalid; PolicyFileError, KeyFileError: the policy file.
+        """
+        parsed_mode = parse_mode(mode)
+        try:
+            age = parse_max_age(max_age)
+        except ValueError as e:
+            raise UsageError(f"--model-attestation-max-age: {e}") from None
+        try:
+            recheck = parse_max_age(recheck_interval)
+        except ValueError as e:
+            raise UsageError(f"--recheck-interval: {e}") from None
+        if recheck < timedelta(seconds=10):
+            raise UsageError("--recheck-interval must be at least 10s")
+        policy = load_policy(policy_file) if policy_file else None
+        keys = parse_trusted_keys(trusted_keys, parsed_mode) if (trusted_keys or not policy) else None
+        if parsed_mode is not Mode.OFF and keys is None and policy is None:
+            raise UsageError(
+                "--model-attestation-trusted-keys must be namespace/name when --model-attestation is warn"
+                ' or enforce (got "")'
+            )
+        return cls(
+            mode=parsed_mode,
+            trusted_keys=keys,
+            allow_conditions=allow_conditions or (policy.allow_conditions if policy else False),
+            max_age=age if age > timedelta(0) else (policy.max_age if policy else None),
+            policy=policy,
+            recheck_interval=recheck,
+        )

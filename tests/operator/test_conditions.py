@@ -1,0 +1,52 @@
+from datetime import timedelta
+
+from modelseal.attest.private_keys import generate_key
+from modelseal.operator.conditions import desired_status, status_patch, transitions
+from modelseal.operator.gate import ConfigMapRead
+from tests.conftest import FIXTURE_NOW
+from tests.operator.test_gate import KEYS, SPEC, gate
+
+
+def test_unchanged_status_is_not_patched_and_times_hold() -> None:
+    first = desired_status({}, 3, gate(), FIXTURE_NOW)
+    assert all(c["observedGeneration"] == 3 for c in first["conditions"])
+    later = desired_status(first, 3, gate(), FIXTURE_NOW + timedelta(hours=1))
+    assert status_patch(first, later) is None
+    assert [c["lastTransitionTime"] for c in later["conditions"]] == [
+        c["lastTransitionTime"] for c in first["conditions"]
+    ]
+    assert transitions(first, later) == []
+    bumped = desired_status(first, 4, gate(), FIXTURE_NOW + timedelta(hours=1))
+    assert status_patch(first, bumped) is not None  # a new generation is observed
+    assert [c["lastTransitionTime"] for c in bumped["conditions"]] == [
+        c["lastTransitionTime"] for c in first["conditions"]
+    ]
+
+
+def test_refusal_then_admission_clears_degraded() -> None:
+    bad_keys = ConfigMapRead({"x.pub": generate_key().public_pem()})
+    refused = desired_status({"phase": "Pending"}, 1, gate(keys=bad_keys), FIXTURE_NOW)
+    events = transitions({"phase": "Pending"}, refused)
+    assert [(e.type, e.reason) for e in events] == [
+        ("Warning", "ModelAttestationRejected"),
+        ("Warning", "ModelFailed"),
+    ]
+    healed = desired_status(refused, 1, gate(keys=KEYS), FIXTURE_NOW + timedelta(minutes=1))
+    by_type = {c["type"]: c for c in healed["conditions"]}
+    assert healed["phase"] == "Ready"
+    assert by_type["Degraded"]["status"] == "False" and by_type["Degraded"]["reason"] == "Superseded"
+    assert by_type["Degraded"]["lastTransitionTime"] == "2026-10-04T02:51:10Z"
+    assert [(e.type, e.reason) for e in transitions(refused, healed)] == [
+        ("Normal", "Verified"),
+        ("Normal", "ModelReady"),
+    ]
+    patch = status_patch(refused, healed)
+    assert patch is not None and set(patch["status"]) == {"phase", "conditions"}
+
+
+def test_off_removes_a_stale_attestation_condition() -> None:
+    enforced = desired_status({"sha256": "kept"}, 1, gate(), FIXTURE_NOW)
+    off = desired_status(enforced, 1, None, FIXTURE_NOW)
+    assert "AttestationVerified" not in {c["type"] for c in off["conditions"]}
+    assert off["sha256"] == "kept" and off["phase"] == "Ready"
+    assert SPEC["sha256"]
