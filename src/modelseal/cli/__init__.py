@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from modelseal import __version__
-from modelseal.cli import attest_commands, publish_commands
+from modelseal.cli import attest_commands, operator_commands, publish_commands
 from modelseal.errors import Error, UsageError
 
 __all__ = ["main"]
@@ -39,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     attest_commands.register(commands)
     publish_commands.register(commands)
+    operator_commands.register(commands)
     return parser
 
 

@@ -1,0 +1,107 @@
+"""``modelseal operator run``: the kopf operator with LLMKube's attestation flags."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+from typing import Any
+
+from modelseal.errors import UsageError
+
+__all__ = ["register"]
+
+
+def _go_bool(text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("1", "t", "true"):
+        return True
+    if value in ("0", "f", "false"):
+        return False
+    raise argparse.ArgumentTypeError(f"invalid boolean value {text!r}")
+
+
+def register(commands: Any) -> None:
+    """Add ``operator run`` to the ``modelseal`` parser."""
+    op = commands.add_parser("operator", help="run the Kubernetes operator (LLMKube Models)")
+    sub = op.add_subparsers(dest="operator_command", metavar="COMMAND", parser_class=type(op))
+    run = sub.add_parser("run", help="gate Model Ready on an admitted attestation")
+    scope = run.add_mutually_exclusive_group()
+    scope.add_argument(
+        "--namespace", "-n", action="append", metavar="NS", help="watch this namespace (repeat)"
+    )
+    scope.add_argument(
+        "--all-namespaces", "-A", action="store_true", help="watch every namespace (the default)"
+    )
+    run.add_argument("--model-attestation", default="off", metavar="MODE",
+                     help="off (default), warn (report on AttestationVerified, never block) or enforce")  # fmt: skip
+    run.add_argument("--model-attestation-trusted-keys", default="", metavar="NAMESPACE/NAME",
+                     help="the ConfigMap whose *.pub entries are the trusted keys")  # fmt: skip
+    run.add_argument(
+        "--model-attestation-allow-conditions",
+        nargs="?",
+        const=True,
+        default=False,
+        type=_go_bool,
+        metavar="BOOL",
+        help="also admit authorized_with_conditions",
+    )
+    run.add_argument("--model-attestation-max-age", default="0", metavar="DURATION",
+                     help="refuse attestations issued longer ago (e.g. 2160h); 0 disables")  # fmt: skip
+    run.add_argument(
+        "--model-attestation-policy", metavar="FILE", help="a trust-policy file (modelseal's own)"
+    )
+    run.add_argument("--recheck-interval", default="10m", metavar="DURATION",
+                     help="re-verify admitted Models this often (default 10m)")  # fmt: skip
+    run.add_argument("--metrics-port", type=int, default=8080, metavar="PORT", help="/metrics port (0: off)")
+    run.add_argument("--liveness", default="http://0.0.0.0:8081/healthz", metavar="URL",
+                     help="kopf's liveness endpoint ('' to disable)")  # fmt: skip
+    run.set_defaults(handler=run_cmd)
+
+
+def run_cmd(args: argparse.Namespace) -> int:
+    """Build the operator from the flags and run it until interrupted."""
+    try:
+        import kopf
+
+        from modelseal.operator.handlers import build_registry, configure
+        from modelseal.operator.metrics import OperatorMetrics
+        from modelseal.operator.reconciler import Reconciler
+        from modelseal.operator.settings import OperatorSettings
+    except ImportError as e:  # pragma: no cover - depends on the install
+        raise UsageError(
+            f"the operator needs its extra: pip install 'modelseal[operator]' ({e.name} is missing)"
+        )
+    settings = OperatorSettings.from_flags(
+        mode=args.model_attestation,
+        trusted_keys=args.model_attestation_trusted_keys,
+        allow_conditions=args.model_attestation_allow_conditions,
+        max_age=args.model_attestation_max_age,
+        policy_file=args.model_attestation_policy,
+        recheck_interval=args.recheck_interval,
+    )
+    if not 0 <= args.metrics_port <= 65535:
+        raise UsageError("--metrics-port must be between 0 and 65535")
+    logging.getLogger("modelseal").setLevel(logging.INFO)
+    logging.info(
+        "model attestation policy: mode=%s trustedKeys=%s allowConditions=%s maxAge=%s",
+        settings.mode.value, settings.trusted_keys_ref, settings.allow_conditions, settings.max_age,
+    )  # fmt: skip
+    metrics = OperatorMetrics()
+    if args.metrics_port:
+        metrics.serve(args.metrics_port)
+    reconciler = Reconciler(settings, metrics=metrics)
+    registry = build_registry(reconciler)
+    kopf_settings = kopf.OperatorSettings()
+    configure(kopf_settings)
+    asyncio.run(
+        kopf.operator(
+            registry=registry,
+            settings=kopf_settings,
+            standalone=True,
+            clusterwide=not args.namespace,
+            namespaces=args.namespace or (),
+            liveness_endpoint=args.liveness or None,
+        )
+    )
+    return 0

@@ -1,0 +1,89 @@
+"""kopf wiring: watch Models and ConfigMaps, recheck periodically.
+
+Only watch-event handlers are used, so kopf keeps no state on the Model
+(no annotations, no finalizers): the operator needs ``patch`` on
+``models/status`` only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+import kopf
+
+from modelseal.operator.kube import KubeApi
+from modelseal.operator.reconciler import Reconciler
+from modelseal.operator.settings import GROUP, PLURAL, VERSION
+
+__all__ = ["build_registry", "configure"]
+
+_logger = logging.getLogger(__name__)
+RECHECK_TICK = 5.0
+
+
+def configure(settings: kopf.OperatorSettings) -> None:
+    """kopf settings for this operator: quiet posting, bounded watches, no scanning."""
+    settings.posting.enabled = False
+    settings.scanning.disabled = True
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 330
+    settings.networking.request_timeout = 60
+
+
+def build_registry(
+    reconciler: Reconciler, *, login: Any = None, tick: float = RECHECK_TICK
+) -> kopf.OperatorRegistry:
+    """A registry with the operator's handlers (never the global one, so tests stay isolated)."""
+    registry = kopf.OperatorRegistry()
+    tasks: list[asyncio.Task[None]] = []
+
+    @kopf.on.login(registry=registry)
+    def _login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+        info: kopf.ConnectionInfo | None = (
+            login(**kwargs)
+            if login is not None
+            else (kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs))
+        )
+        if info is not None and reconciler.api is None:
+            reconciler.api = KubeApi.from_connection_info(info)
+        return info
+
+    @kopf.on.startup(registry=registry)
+    async def _startup(settings: kopf.OperatorSettings, **_: Any) -> None:
+        configure(settings)
+
+        async def loop() -> None:
+            while True:
+                await asyncio.sleep(tick)
+                try:
+                    await reconciler.recheck()
+                except Exception:  # keep the loop alive; the next tick retries
+                    _logger.exception("periodic recheck failed")
+
+        tasks.append(asyncio.create_task(loop()))
+
+    @kopf.on.cleanup(registry=registry)
+    async def _cleanup(**_: Any) -> None:
+        for task in tasks:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if reconciler.api is not None:
+            await reconciler.api.close()
+
+    @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
+    async def _model(type: str, body: kopf.Body, **_: Any) -> None:  # noqa: A002 - kopf's keyword
+        if type == "DELETED":
+            reconciler.forget((body.metadata.namespace or "", body.metadata.name or ""))
+            return
+        await reconciler.reconcile(reconciler.remember(body))
+
+    @kopf.on.event("", "v1", "configmaps", registry=registry)
+    async def _configmap(body: kopf.Body, **_: Any) -> None:
+        for key in reconciler.affected_by_configmap(body.metadata.namespace or "", body.metadata.name or ""):
+            await reconciler.reconcile(key)
+
+    return registry

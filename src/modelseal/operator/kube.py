@@ -1,0 +1,154 @@
+"""The few Kubernetes API calls the operator makes, over one async HTTP client.
+
+Reads ConfigMaps uncached (as LLMKube does), patches ``models/status`` with a
+merge patch, and posts core/v1 Events. Credentials come from kopf's login
+(in-cluster service account or kubeconfig) and never reach logs or errors.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import ssl
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+
+from modelseal.errors import KubeError
+from modelseal.operator.gate import ConfigMapRead
+from modelseal.operator.settings import GROUP, PLURAL, VERSION
+
+__all__ = ["KubeApi"]
+
+
+class KubeApi:
+    """An async client for one API server."""
+
+    def __init__(
+        self,
+        server: str,
+        *,
+        token: str | None = None,
+        ca_path: str | None = None,
+        ca_data: bytes | None = None,
+        insecure: bool = False,
+        cert: tuple[str, str] | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        verify: ssl.SSLContext | bool = not insecure
+        if not insecure and (ca_path or ca_data):
+            verify = ssl.create_default_context(cafile=ca_path, cadata=ca_data.decode() if ca_data else None)
+        if cert and isinstance(verify, ssl.SSLContext):
+            verify.load_cert_chain(*cert)
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._client = httpx.AsyncClient(
+            base_url=server.rstrip("/"), headers=headers, verify=verify, transport=transport, timeout=30.0
+        )
+        self.requests = 0
+
+    @classmethod
+    def from_connection_info(cls, info: Any) -> KubeApi:
+        """From a ``kopf.ConnectionInfo`` (what kopf's login handlers return)."""
+        ca_data = info.ca_data.encode() if isinstance(info.ca_data, str) else info.ca_data
+        cert = None
+        if info.certificate_path and info.private_key_path:
+            cert = (str(info.certificate_path), str(info.private_key_path))
+        return cls(
+            info.server,
+            token=info.token,
+            ca_path=str(info.ca_path) if info.ca_path else None,
+            ca_data=ca_data,
+            insecure=bool(info.insecure),
+            cert=cert,
+        )
+
+    async def close(self) -> None:
+        """Close the connection pool."""
+        await self._client.aclose()
+
+    async def _call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        self.requests += 1
+        try:
+            return await self._client.request(method, path, **kwargs)
+        except httpx.TransportError as e:
+            raise KubeError(f"{method} {path}: the API server is unreachable ({type(e).__name__})") from None
+
+    @staticmethod
+    def _message(response: httpx.Response) -> str:
+        try:
+            message = response.json().get("message")
+        except (ValueError, AttributeError):
+            message = None
+        return str(message or f"HTTP {response.status_code}")
+
+    async def read_configmap(self, namespace: str, name: str) -> ConfigMapRead:
+        """A ConfigMap, or the API's error text (``configmaps "x" not found``)."""
+        if not name:
+            return ConfigMapRead(error="the ConfigMap name is empty")
+        r = await self._call("GET", f"/api/v1/namespaces/{namespace}/configmaps/{name}")
+        if r.status_code == 404:
+            return ConfigMapRead(error=f'configmaps "{name}" not found')
+        if r.status_code != 200:
+            return ConfigMapRead(error=self._message(r))
+        body = r.json()
+        return ConfigMapRead.from_object(body if isinstance(body, dict) else {})
+
+    async def get_model(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """A Model, or None when it is gone.
+
+        Raises:
+            KubeError: the API refused or failed.
+        """
+        r = await self._call("GET", f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}/{name}")
+        if r.status_code == 404:
+            return None
+        if r.status_code != 200:
+            raise KubeError(f"read Model {namespace}/{name}: {self._message(r)}")
+        body: dict[str, Any] = r.json()
+        return body
+
+    async def patch_model_status(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
+        """Merge-patch ``status`` through the status subresource.
+
+        Raises:
+            KubeError: the API refused or failed (a vanished Model is not an error).
+        """
+        r = await self._call(
+            "PATCH",
+            f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}/{name}/status",
+            json=dict(patch),
+            headers={"Content-Type": "application/merge-patch+json"},
+        )
+        if r.status_code not in (200, 201, 404):
+            raise KubeError(f"patch Model {namespace}/{name} status: {self._message(r)}")
+
+    async def post_event(
+        self, model: Mapping[str, Any], kind: str, reason: str, message: str, now: datetime.datetime
+    ) -> None:
+        """A core/v1 Event about the Model (best effort: a failure is not raised)."""
+        meta = model.get("metadata") or {}
+        namespace, name = meta.get("namespace", "default"), meta.get("name", "")
+        stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": f"{name}.{uuid.uuid4().hex[:16]}", "namespace": namespace},
+            "involvedObject": {
+                "apiVersion": f"{GROUP}/{VERSION}",
+                "kind": "Model",
+                "name": name,
+                "namespace": namespace,
+                "uid": meta.get("uid", ""),
+            },
+            "reason": reason,
+            "message": message[:1024],
+            "type": kind,
+            "source": {"component": "modelseal-operator"},
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+        }
+        with contextlib.suppress(KubeError):
+            await self._call("POST", f"/api/v1/namespaces/{namespace}/events", json=event)
