@@ -34,7 +34,7 @@ def register(commands: Any) -> None:
         "--all-namespaces", "-A", action="store_true", help="watch every namespace (the default)"
     )
     run.add_argument("--model-attestation", default="off", metavar="MODE",
-                     help="off (default), warn (report on AttestationVerified, never block) or enforce")  # fmt: skip
+                     help="off (default), warn (report, never block) or enforce")  # fmt: skip
     run.add_argument("--model-attestation-trusted-keys", default="", metavar="NAMESPACE/NAME",
                      help="the ConfigMap whose *.pub entries are the trusted keys")  # fmt: skip
     run.add_argument(
@@ -71,7 +71,7 @@ def run_cmd(args: argparse.Namespace) -> int:
     except ImportError as e:  # pragma: no cover - depends on the install
         raise UsageError(
             f"the operator needs its extra: pip install 'modelseal[operator]' ({e.name} is missing)"
-        )
+        ) from None
     settings = OperatorSettings.from_flags(
         mode=args.model_attestation,
         trusted_keys=args.model_attestation_trusted_keys,
