@@ -1,0 +1,129 @@
+"""Fixtures: kmock with the Model CRD, and the operator running in-process against it."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import kmock
+import kopf
+
+from modelseal.attest.verdict import Mode
+from modelseal.operator.handlers import build_registry, configure
+from modelseal.operator.reconciler import Reconciler
+from modelseal.operator.settings import GROUP, PLURAL, VERSION, OperatorSettings
+from tests.conftest import FIXTURE_SHA256, SOCAIR, socair_envelope
+
+MODELS = f"/apis/{GROUP}/{VERSION}/namespaces/default/{PLURAL}"
+CONFIGMAPS = "/api/v1/namespaces/default/configmaps"
+ENFORCE = OperatorSettings(mode=Mode.ENFORCE, trusted_keys=("default", "socair-trusted-keys"))
+
+
+def kmock_resource() -> Any:
+    return kmock.ResourceInfo(kind="Model", singular="model", namespaced=True,
+                              verbs={"get", "list", "watch", "create", "patch", "update", "delete"},
+                              subresources={"status"})  # fmt: skip
+
+
+class Cluster:
+    """Create and change objects through the API, as a user would."""
+
+    def __init__(self, url: str) -> None:
+        self.client = httpx.AsyncClient(base_url=url.rstrip("/"))
+
+    async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        r = await self.client.post(path, json=body)
+        assert r.status_code in (200, 201), r.text
+        result: dict[str, Any] = r.json()
+        return result
+
+    async def patch(self, path: str, body: dict[str, Any]) -> None:
+        r = await self.client.patch(path, json=body, headers={"Content-Type": "application/merge-patch+json"})
+        assert r.status_code == 200, r.text
+
+    async def model(self, name: str) -> dict[str, Any]:
+        r = await self.client.get(f"{MODELS}/{name}")
+        assert r.status_code == 200, r.text
+        result: dict[str, Any] = r.json()
+        return result
+
+    async def events(self) -> list[dict[str, Any]]:
+        r = await self.client.get("/api/v1/namespaces/default/events")
+        items: list[dict[str, Any]] = r.json().get("items", []) if r.status_code == 200 else []
+        return items
+
+    async def trusted_keys(self, pem: str, name: str = "operator.pub") -> None:
+        await self.create(CONFIGMAPS, {"apiVersion": "v1", "kind": "ConfigMap",
+                                       "metadata": {"name": "socair-trusted-keys", "namespace": "default"},
+                                       "data": {name: pem}})  # fmt: skip
+
+    async def attestation(self, name: str, envelope: bytes, *, binary: bool = False) -> None:
+        field = "binaryData" if binary else "data"
+        value = base64.b64encode(envelope).decode() if binary else envelope.decode()
+        await self.create(CONFIGMAPS, {"apiVersion": "v1", "kind": "ConfigMap",
+                                       "metadata": {"name": name, "namespace": "default"},
+                                       field: {"attestation.dsse.json": value}})  # fmt: skip
+
+    async def new_model(
+        self, name: str, *, attestation: str | None = None, sha256: str = FIXTURE_SHA256
+    ) -> None:
+        spec: dict[str, Any] = {"source": "acme/attested-model", "sha256": sha256}
+        if attestation:
+            spec["attestation"] = {"configMapKeyRef": {"name": attestation, "key": "attestation.dsse.json"}}
+        await self.create(MODELS, {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Model",
+                                   "metadata": {"name": name, "namespace": "default"}, "spec": spec})  # fmt: skip
+
+    async def wait(
+        self, name: str, check: Callable[[dict[str, Any]], bool], timeout: float = 10.0
+    ) -> dict[str, Any]:
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            model = await self.model(name)
+            if check(model):
+                return model
+            if asyncio.get_running_loop().time() > deadline:
+                raise AssertionError(f"timed out; Model is {model.get('status')}")
+            await asyncio.sleep(0.02)
+
+
+def condition(model: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    for c in (model.get("status") or {}).get("conditions") or []:
+        if c.get("type") == kind:
+            return dict(c)
+    return None
+
+
+def phase(value: str) -> Callable[[dict[str, Any]], bool]:
+    return lambda m: (m.get("status") or {}).get("phase") == value
+
+
+@asynccontextmanager
+async def running_operator(
+    k8s: Any, settings: OperatorSettings = ENFORCE, *, tick: float = 0.05
+) -> AsyncIterator[Reconciler]:
+    """The operator's handlers in kopf, in this event loop, logged in to kmock."""
+    reconciler = Reconciler(settings)
+    server = str(k8s.url).rstrip("/")
+    registry = build_registry(
+        reconciler, login=lambda **_: kopf.ConnectionInfo(server=server, insecure=True), tick=tick
+    )
+    kopf_settings = kopf.OperatorSettings()
+    configure(kopf_settings)
+    stop, ready = asyncio.Event(), asyncio.Event()
+    task = asyncio.create_task(kopf.operator(registry=registry, settings=kopf_settings, standalone=True,
+                                             clusterwide=True, stop_flag=stop, ready_flag=ready))  # fmt: skip
+    await asyncio.wait_for(ready.wait(), 10)
+    try:
+        yield reconciler
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 15)
+
+
+OPERATOR_PUB = (SOCAIR / "operator.pub").read_text()
+Envelope = Callable[[str], Awaitable[None]]
+__all__ = ["OPERATOR_PUB", "Cluster", "condition", "phase", "running_operator", "socair_envelope"]

@@ -1,0 +1,87 @@
+"""kmock 0.8 made realistic enough for kopf (reference/env.md §3.3).
+
+kmock gives no resourceVersion, uid, creationTimestamp or generation, loses
+watch events published while it replays existing objects, ignores
+``?resourceVersion=`` on watches, answers 500 to a failed JSON-patch ``test``
+and does not support ``generateName``. This subclass fixes those, using kmock
+internals, so kmock is pinned and ``test_emulator_internals`` fails loudly
+when they change.
+"""
+
+from __future__ import annotations
+
+import datetime
+import itertools
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import attrs
+import jsonpatch
+import kmock
+from kmock._internal import enums
+
+
+@attrs.define(kw_only=True)
+class RealisticEmulator(kmock.KubernetesEmulator):
+    _rv: itertools.count[int] = attrs.field(factory=lambda: itertools.count(1000), init=False)
+    _last_rv: int = attrs.field(default=999, init=False)
+
+    async def _handle(self, request: Any) -> Any:
+        writes = (enums.action.CREATE, enums.action.UPDATE)
+        if (
+            request.resource is not None
+            and isinstance(request.data, dict | list)
+            and request.action in writes
+        ):
+            self._last_rv = next(self._rv)
+            rv = str(self._last_rv)
+            if request.action == enums.action.CREATE and isinstance(request.data, dict):
+                meta = request.data.setdefault("metadata", {})
+                if not meta.get("name") and meta.get("generateName"):
+                    meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
+                meta.setdefault("uid", str(uuid.uuid4()))
+                now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+                meta.setdefault("creationTimestamp", now)
+                meta.setdefault("generation", 1)
+                meta["resourceVersion"] = rv
+            elif isinstance(request.data, dict):
+                request.data.setdefault("metadata", {})["resourceVersion"] = rv
+            else:  # a JSON patch: kopf's "test" op stays first
+                request.data.append({"op": "replace", "path": "/metadata/resourceVersion", "value": rv})
+        try:
+            return await super()._handle(request)
+        except jsonpatch.JsonPatchTestFailed as e:
+            return await self._render_error(
+                kmock.KubernetesError(status=422, reason="Invalid", message=str(e))
+            )
+
+    async def _serve_list(self, request: Any) -> Any:
+        result: Any = await super()._serve_list(request)
+        result["metadata"]["resourceVersion"] = str(self._last_rv)
+        return result
+
+    async def _serve_watch(self, request: Any) -> AsyncIterator[Any]:
+        yield b""
+        since_text = request.params.get("resourceVersion", "")
+        since = int(since_text) if since_text.isdigit() else None
+        bus = self._buses[request.resource]
+        async with self._lock:  # subscribe before the snapshot, so nothing published meanwhile is lost
+            mark = await bus.mark()
+            get_objs = getattr(self, "_KubernetesEmulator__get_objs")  # noqa: B009 - name-mangled, private
+            objects = [o for o in get_objs(request, strict=False) if not o.deleted]
+            events = [
+                {"type": "ADDED", "object": o.raw}
+                for o in objects
+                if since is None or int(o.raw.get("metadata", {}).get("resourceVersion", "0")) > since
+            ]
+        try:
+            for event in events:
+                yield event
+            async for event in bus.stream(since=mark):
+                meta = event.get("object", {}).get("metadata", {})
+                check = getattr(self, "_KubernetesEmulator__check")  # noqa: B009 - name-mangled, private
+                if check(request, request.resource, meta.get("namespace"), meta.get("name"), strict=False):
+                    yield event
+        finally:
+            await bus.unmark(mark)
