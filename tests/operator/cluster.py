@@ -103,7 +103,7 @@ def phase(value: str) -> Callable[[dict[str, Any]], bool]:
 
 @asynccontextmanager
 async def running_operator(
-    k8s: Any, settings: OperatorSettings = ENFORCE, *, tick: float = 0.05
+    k8s: Any, settings: OperatorSettings = ENFORCE, *, tick: float = 0.05, liveness: str | None = None
 ) -> AsyncIterator[Reconciler]:
     """The operator's handlers in kopf, in this event loop, logged in to kmock."""
     reconciler = Reconciler(settings)
@@ -115,7 +115,8 @@ async def running_operator(
     configure(kopf_settings)
     stop, ready = asyncio.Event(), asyncio.Event()
     task = asyncio.create_task(kopf.operator(registry=registry, settings=kopf_settings, standalone=True,
-                                             clusterwide=True, stop_flag=stop, ready_flag=ready))  # fmt: skip
+                                             clusterwide=True, stop_flag=stop, ready_flag=ready,
+                                             liveness_endpoint=liveness))  # fmt: skip
     await asyncio.wait_for(ready.wait(), 10)
     try:
         yield reconciler

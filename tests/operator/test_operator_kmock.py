@@ -139,3 +139,86 @@ async def test_periodic_recheck_catches_what_no_watch_reported(k8s: Any, cluster
         clock = reconciler.clock
         reconciler.clock = lambda: clock() + ENFORCE.recheck_interval  # ten minutes later
         await cluster.wait("qwen", phase("Failed"), timeout=5)
+
+
+async def test_the_operator_only_does_what_its_cluster_role_allows(k8s: Any, cluster: Cluster) -> None:
+    """Every API call the operator (kopf and modelseal) makes fits deploy/rbac.yaml."""
+    import yaml
+
+    from tests.test_deploy import by_kind
+
+    [role] = by_kind("ClusterRole")
+    allowed = {
+        (g, r, v)
+        for rule in role["rules"]
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+        for v in rule["verbs"]
+    }
+    await cluster.trusted_keys(OPERATOR_PUB)
+    await cluster.attestation("a", socair_envelope("withheld"))
+    async with running_operator(k8s):
+        await cluster.new_model("qwen", attestation="a")
+        await cluster.wait("qwen", phase("Failed"))
+        await cluster.patch(
+            f"{CONFIGMAPS}/a", {"data": {"attestation.dsse.json": socair_envelope("authorized").decode()}}
+        )
+        await cluster.wait("qwen", phase("Ready"))
+    used = set()
+    for request in list(k8s):
+        if request.headers.get("User-Agent", "").startswith("python-httpx"):
+            continue  # the test's own calls
+        parts = request.url.path.strip("/").split("/")
+        if parts[0] == "api":
+            group, rest = "", parts[2:]
+        elif parts[0] == "apis" and len(parts) > 3:
+            group, rest = parts[1], parts[3:]
+        else:
+            continue  # discovery: /api, /apis, /version
+        if len(rest) > 2 and rest[0] == "namespaces":
+            rest = rest[2:]
+        if not rest:
+            continue  # discovery: /api/v1, /apis/<group>/<version>
+        resource = rest[0] + ("/" + rest[2] if len(rest) > 2 else "")
+        method = str(request.method).upper().rsplit(".", 1)[-1]
+        verb = {"POST": "create", "PATCH": "patch", "PUT": "update", "DELETE": "delete"}.get(method)
+        if verb is None:
+            verb = (
+                "watch"
+                if request.params.get("watch") in ("true", "1")
+                else ("get" if len(rest) > 1 else "list")
+            )
+        used.add((group, resource, verb))
+    assert used, "no API calls were recorded"
+    assert used <= allowed, used - allowed
+    assert ("inference.llmkube.dev", "models/status", "patch") in used and ("", "events", "create") in used
+    assert yaml is not None
+
+
+async def test_metrics_and_liveness(k8s: Any, cluster: Cluster) -> None:
+    import httpx
+
+    from tests.publish.servers import free_port
+
+    await cluster.trusted_keys(OPERATOR_PUB)
+    await cluster.attestation("a", socair_envelope("authorized"))
+    await cluster.attestation("b", socair_envelope("conditional"))
+    health = free_port()
+    async with running_operator(k8s, liveness=f"http://127.0.0.1:{health}/healthz") as reconciler:
+        await cluster.new_model("good", attestation="a")
+        await cluster.new_model("bad", attestation="b")
+        await cluster.wait("good", phase("Ready"))
+        await cluster.wait("bad", phase("Failed"))
+        port = free_port()
+        server = reconciler.metrics.serve(port, "127.0.0.1")
+        try:
+            async with httpx.AsyncClient() as client:
+                text = (await client.get(f"http://127.0.0.1:{port}/metrics")).text
+                assert (await client.get(f"http://127.0.0.1:{health}/healthz")).status_code == 200
+        finally:
+            server.shutdown()
+            server.server_close()
+    assert 'modelseal_verifications_total{reason="admitted",result="admitted"}' in text
+    assert 'modelseal_verifications_total{reason="conditions_not_allowed",result="refused"}' in text
+    assert 'modelseal_models{phase="Ready"} 1.0' in text and 'modelseal_models{phase="Failed"} 1.0' in text
+    assert "modelseal_reconcile_duration_seconds_count" in text

@@ -44,7 +44,11 @@ class KubeApi:
             verify.load_cert_chain(*cert)
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._client = httpx.AsyncClient(
-            base_url=server.rstrip("/"), headers=headers, verify=verify, transport=transport, timeout=30.0
+            base_url=server.rstrip("/"),
+            headers={**headers, "User-Agent": "modelseal-operator"},
+            verify=verify,
+            transport=transport,
+            timeout=30.0,
         )
         self.requests = 0
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter as Tally
 from collections.abc import Iterable
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
@@ -38,6 +39,7 @@ class OperatorMetrics:
         for phase in set(PHASES) | set(tally):
             self.models.labels(phase=phase).set(tally.get(phase, 0))
 
-    def serve(self, port: int, address: str = "0.0.0.0") -> None:  # noqa: S104 - a pod's metrics port
-        """Expose ``/metrics`` on ``port``."""
-        start_http_server(port, addr=address, registry=self.registry)
+    def serve(self, port: int, address: str = "0.0.0.0") -> Any:  # noqa: S104 - a pod's metrics port
+        """Expose ``/metrics`` on ``port``; return the server (``shutdown()`` stops it)."""
+        server, _thread = start_http_server(port, addr=address, registry=self.registry)
+        return server

@@ -1,0 +1,136 @@
+"""The manifests in deploy/: valid, consistent, least-privilege, and enough for the operator."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+DEPLOY = ROOT / "deploy"
+
+
+def documents(path: Path) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def by_kind(kind: str) -> list[dict[str, Any]]:
+    return [d for p in DEPLOY.glob("*.yaml") for d in documents(p) if d.get("kind") == kind]
+
+
+@pytest.mark.parametrize("path", sorted(DEPLOY.rglob("*.yaml")), ids=lambda p: str(p.relative_to(DEPLOY)))
+def test_every_manifest_parses_with_the_required_fields(path: Path) -> None:
+    for doc in documents(path):
+        if doc.get("kind") == "Kustomization":
+            for resource in doc["resources"]:
+                assert (path.parent / resource).is_file(), resource
+            continue
+        assert doc.get("apiVersion") and doc.get("kind") and doc["metadata"].get("name"), doc
+
+
+def test_kustomization_lists_every_manifest() -> None:
+    listed = set(documents(DEPLOY / "kustomization.yaml")[0]["resources"])
+    assert listed == {p.name for p in DEPLOY.glob("*.yaml")} - {"kustomization.yaml"}
+
+
+def schema() -> dict[str, Any]:
+    [crd] = by_kind("CustomResourceDefinition")
+    [version] = crd["spec"]["versions"]
+    result: dict[str, Any] = version["schema"]["openAPIV3Schema"]
+    return result
+
+
+def node(path: str) -> dict[str, Any]:
+    current = schema()
+    for part in path.split("."):
+        current = current["items"] if part == "[]" else current["properties"][part]
+    return current
+
+
+@pytest.mark.parametrize(
+    "field",
+    [
+        "spec.sha256", "spec.attestation.configMapKeyRef.name", "spec.attestation.configMapKeyRef.key",
+        "spec.source", "spec.files", "spec.fileSha256", "spec.prefetchOCI.image", "spec.prefetchOCI.ephemeralStorage",
+        "spec.prefetchOCI.pushSecretRef.name", "status.phase", "status.conditions.[].type",
+        "status.conditions.[].status", "status.conditions.[].reason", "status.conditions.[].message",
+        "status.conditions.[].lastTransitionTime", "status.conditions.[].observedGeneration",
+        "status.prefetchOCI.image", "status.prefetchOCI.fingerprint",
+    ],
+)  # fmt: skip
+def test_the_crd_schema_covers_every_field_the_operator_reads_or_writes(field: str) -> None:
+    assert node(field)["type"]
+
+
+def test_crd_shape() -> None:
+    [crd] = by_kind("CustomResourceDefinition")
+    assert crd["metadata"]["name"] == "models.inference.llmkube.dev"
+    [version] = crd["spec"]["versions"]
+    assert version["name"] == "v1alpha1" and version["subresources"] == {"status": {}}
+    assert [c["name"] for c in version["additionalPrinterColumns"]] == ["Phase", "Attestation", "Age"]
+    assert set(node("status.phase")["enum"]) >= {"Ready", "Failed", "Pending"}
+    assert node("spec.sha256")["pattern"] == "^[a-fA-F0-9]{64}$"
+
+
+def test_rbac_is_least_privilege() -> None:
+    [role] = by_kind("ClusterRole")
+    rules = {(tuple(r["apiGroups"]), tuple(r["resources"])): set(r["verbs"]) for r in role["rules"]}
+    assert rules == {
+        (("inference.llmkube.dev",), ("models",)): {"get", "list", "watch"},
+        (("inference.llmkube.dev",), ("models/status",)): {"patch"},
+        (("",), ("configmaps",)): {"get", "list", "watch"},
+        (("",), ("events",)): {"create"},
+    }
+    [binding] = by_kind("ClusterRoleBinding")
+    [account] = by_kind("ServiceAccount")
+    assert binding["subjects"][0]["name"] == account["metadata"]["name"]
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+
+
+def test_deployment_runs_the_enforcing_operator() -> None:
+    [deployment] = by_kind("Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    args = container["args"]
+    assert args[:2] == ["operator", "run"] and "--model-attestation=enforce" in args
+    assert any(a.startswith("--model-attestation-trusted-keys=") for a in args)
+    assert pod["serviceAccountName"] == by_kind("ServiceAccount")[0]["metadata"]["name"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert deployment["spec"]["replicas"] == 1
+
+
+def test_operator_accepts_the_deployment_flags() -> None:
+    from modelseal.operator.settings import OperatorSettings
+
+    [deployment] = by_kind("Deployment")
+    args = dict(
+        a.removeprefix("--").split("=", 1)
+        for a in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        if "=" in a
+    )
+    settings = OperatorSettings.from_flags(
+        mode=args["model-attestation"], trusted_keys=args["model-attestation-trusted-keys"],
+        max_age=args["model-attestation-max-age"], recheck_interval=args["recheck-interval"],
+    )  # fmt: skip
+    assert settings.trusted_keys == ("modelseal-system", "socair-trusted-keys")
+
+
+def test_example_model_is_attested_by_the_example_keys() -> None:
+    from datetime import UTC, datetime
+
+    from modelseal.attest.verdict import Mode
+    from modelseal.operator.gate import ConfigMapRead, evaluate_gate
+    from modelseal.operator.settings import OperatorSettings
+
+    keys = documents(DEPLOY / "example" / "trusted-keys.yaml")[0]
+    docs = {d["kind"]: d for d in documents(DEPLOY / "example" / "model.yaml")}
+    settings = OperatorSettings(mode=Mode.ENFORCE, trusted_keys=("modelseal-system", "socair-trusted-keys"))
+    outcome = evaluate_gate(
+        docs["Model"]["spec"], "models", settings, trusted=ConfigMapRead(keys["data"]),
+        attestation=ConfigMapRead(docs["ConfigMap"]["data"]), now=datetime(2026, 10, 10, tzinfo=UTC),
+    )  # fmt: skip
+    assert outcome is not None and outcome.admitted, outcome
