@@ -10,6 +10,8 @@ import pytest
 
 from modelseal.attest.keys import Keyring
 from modelseal.attest.private_keys import SigningKey, load_signing_key
+from modelseal.cli import main
+from tests.cli.conftest import Result, Run
 
 TESTDATA = Path(__file__).resolve().parent.parent / "testdata"
 SOCAIR = TESTDATA / "socair"
@@ -55,6 +57,19 @@ def ed25519_key_file(tmp_path: Path) -> Path:
 def ed25519_key(ed25519_key_file: Path) -> SigningKey:
     """The fixed Ed25519 test key (issuer ``modelseal testdata``)."""
     return load_signing_key(ed25519_key_file)
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]) -> Run:
+    """Run ``modelseal`` in-process; returns its exit code and output, and asserts no traceback."""
+
+    def run(*argv: object) -> Result:
+        code = main([str(a) for a in argv])
+        captured = capsys.readouterr()
+        assert "Traceback" not in captured.err
+        return Result(code, captured.out, captured.err)
+
+    return run
 
 
 # Real registries for the publish and CLI tests.

@@ -1,13 +1,9 @@
-"""Run the CLI in-process and capture what it prints."""
+"""Run the CLI in-process and capture what it prints (the ``cli`` fixture lives in tests/conftest.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-
-import pytest
-
-from modelseal.cli import main
 
 
 @dataclass
@@ -18,14 +14,3 @@ class Result:
 
 
 Run = Callable[..., Result]
-
-
-@pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str]) -> Run:
-    def run(*argv: object) -> Result:
-        code = main([str(a) for a in argv])
-        captured = capsys.readouterr()
-        assert "Traceback" not in captured.err
-        return Result(code, captured.out, captured.err)
-
-    return run

@@ -1,0 +1,76 @@
+"""LLMKube's flag validation (ParseAttestationMode and the trusted-keys reference)."""
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from modelseal.attest.verdict import Mode
+from modelseal.errors import UsageError
+from modelseal.operator.settings import OperatorSettings, parse_mode
+from tests.cli.conftest import Run
+
+POLICIES = Path(__file__).resolve().parents[2] / "policies"
+
+
+@pytest.mark.parametrize(
+    ("text", "mode"),
+    [
+        ("", Mode.OFF),
+        ("off", Mode.OFF),
+        ("warn", Mode.WARN),
+        ("ENFORCE", Mode.ENFORCE),
+        (" Warn ", Mode.WARN),
+    ],
+)
+def test_parse_mode(text: str, mode: Mode) -> None:
+    assert parse_mode(text) is mode
+
+
+def test_parse_mode_refuses() -> None:
+    with pytest.raises(UsageError, match='invalid --model-attestation "strict": want off, warn, or enforce'):
+        parse_mode("strict")
+
+
+@pytest.mark.parametrize("keys", ["", "name-only", "/name", "ns/", "a/b/c"])
+def test_trusted_keys_must_be_namespace_name(keys: str) -> None:
+    with pytest.raises(
+        UsageError,
+        match="--model-attestation-trusted-keys must be namespace/name when --model-attestation is warn or enforce",
+    ):
+        OperatorSettings.from_flags(mode="enforce", trusted_keys=keys)
+
+
+def test_flags() -> None:
+    s = OperatorSettings.from_flags(mode="warn", trusted_keys="llmkube-system/socair-trusted-keys",
+                                    allow_conditions=True, max_age="2160h", recheck_interval="1h")  # fmt: skip
+    assert (s.mode, s.trusted_keys, s.allow_conditions, s.max_age, s.recheck_interval) == (
+        Mode.WARN, ("llmkube-system", "socair-trusted-keys"), True, timedelta(hours=2160), timedelta(hours=1),
+    )  # fmt: skip
+    assert OperatorSettings.from_flags(mode="off").trusted_keys is None
+    assert OperatorSettings.from_flags(mode="enforce", trusted_keys="a/b", max_age="0").max_age is None
+
+
+def test_policy_file_replaces_the_keys_flag() -> None:
+    s = OperatorSettings.from_flags(mode="enforce", policy_file=str(POLICIES / "socair-conditional-90d.yaml"))
+    assert s.trusted_keys is None and s.policy is not None and len(s.policy.keys) == 1
+    assert s.allow_conditions and s.max_age == timedelta(days=90)
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--model-attestation=strict"], 'invalid --model-attestation "strict": want off, warn, or enforce'),
+        (["--model-attestation=enforce"], "--model-attestation-trusted-keys must be namespace/name"),
+        (["--model-attestation=warn", "--model-attestation-trusted-keys=x"], '(got "x")'),
+        (["--model-attestation=enforce", "--model-attestation-trusted-keys=a/b", "--model-attestation-max-age=soon"],
+         "--model-attestation-max-age: invalid duration"),
+        (["--model-attestation=enforce", "--model-attestation-trusted-keys=a/b", "--recheck-interval=1s"],
+         "--recheck-interval must be at least 10s"),
+        (["--model-attestation-allow-conditions=maybe"], "invalid boolean value 'maybe'"),
+        (["--namespace", "a", "--all-namespaces"], "not allowed with argument"),
+    ],
+)  # fmt: skip
+def test_operator_run_flag_errors(cli: Run, flags: list[str], message: str) -> None:
+    r = cli("operator", "run", *flags)
+    assert r.code == 2 and r.err.startswith("error: ") and message in r.err.splitlines()[0], r.err
