@@ -18,7 +18,6 @@ from modelseal.operator.reconciler import Reconciler
 from modelseal.operator.settings import GROUP, PLURAL, VERSION, OperatorSettings
 from tests.conftest import FIXTURE_SHA256, SOCAIR, socair_envelope
 
-MODELS = f"/apis/{GROUP}/{VERSION}/namespaces/default/{PLURAL}"
 CONFIGMAPS = "/api/v1/namespaces/default/configmaps"
 ENFORCE = OperatorSettings(mode=Mode.ENFORCE, trusted_keys=("default", "socair-trusted-keys"))
 
@@ -30,10 +29,15 @@ def kmock_resource() -> Any:
 
 
 class Cluster:
-    """Create and change objects through the API, as a user would."""
+    """Create and change objects through the API, as a user would, in one namespace."""
 
-    def __init__(self, url: str) -> None:
-        self.client = httpx.AsyncClient(base_url=url.rstrip("/"))
+    def __init__(
+        self, url: str, *, namespace: str = "default", client: httpx.AsyncClient | None = None
+    ) -> None:
+        self.client = client or httpx.AsyncClient(base_url=url.rstrip("/"))
+        self.namespace = namespace
+        self.models = f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}"
+        self.configmaps = f"/api/v1/namespaces/{namespace}/configmaps"
 
     async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         r = await self.client.post(path, json=body)
@@ -46,26 +50,26 @@ class Cluster:
         assert r.status_code == 200, r.text
 
     async def model(self, name: str) -> dict[str, Any]:
-        r = await self.client.get(f"{MODELS}/{name}")
+        r = await self.client.get(f"{self.models}/{name}")
         assert r.status_code == 200, r.text
         result: dict[str, Any] = r.json()
         return result
 
     async def events(self) -> list[dict[str, Any]]:
-        r = await self.client.get("/api/v1/namespaces/default/events")
+        r = await self.client.get(f"/api/v1/namespaces/{self.namespace}/events")
         items: list[dict[str, Any]] = r.json().get("items", []) if r.status_code == 200 else []
         return items
 
     async def trusted_keys(self, pem: str, name: str = "operator.pub") -> None:
-        await self.create(CONFIGMAPS, {"apiVersion": "v1", "kind": "ConfigMap",
-                                       "metadata": {"name": "socair-trusted-keys", "namespace": "default"},
+        await self.create(self.configmaps, {"apiVersion": "v1", "kind": "ConfigMap",
+                                       "metadata": {"name": "socair-trusted-keys", "namespace": self.namespace},
                                        "data": {name: pem}})  # fmt: skip
 
     async def attestation(self, name: str, envelope: bytes, *, binary: bool = False) -> None:
         field = "binaryData" if binary else "data"
         value = base64.b64encode(envelope).decode() if binary else envelope.decode()
-        await self.create(CONFIGMAPS, {"apiVersion": "v1", "kind": "ConfigMap",
-                                       "metadata": {"name": name, "namespace": "default"},
+        await self.create(self.configmaps, {"apiVersion": "v1", "kind": "ConfigMap",
+                                       "metadata": {"name": name, "namespace": self.namespace},
                                        field: {"attestation.dsse.json": value}})  # fmt: skip
 
     async def new_model(
@@ -74,8 +78,9 @@ class Cluster:
         spec: dict[str, Any] = {"source": "acme/attested-model", "sha256": sha256}
         if attestation:
             spec["attestation"] = {"configMapKeyRef": {"name": attestation, "key": "attestation.dsse.json"}}
-        await self.create(MODELS, {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Model",
-                                   "metadata": {"name": name, "namespace": "default"}, "spec": spec})  # fmt: skip
+        await self.create(self.models, {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Model",
+                                        "metadata": {"name": name, "namespace": self.namespace},
+                                        "spec": spec})  # fmt: skip
 
     async def wait(
         self, name: str, check: Callable[[dict[str, Any]], bool], timeout: float = 10.0
@@ -103,20 +108,38 @@ def phase(value: str) -> Callable[[dict[str, Any]], bool]:
 
 @asynccontextmanager
 async def running_operator(
-    k8s: Any, settings: OperatorSettings = ENFORCE, *, tick: float = 0.05, liveness: str | None = None
+    k8s: Any,
+    settings: OperatorSettings = ENFORCE,
+    *,
+    tick: float = 0.05,
+    liveness: str | None = None,
+    login: Callable[..., Any] | None = None,
+    namespaces: tuple[str, ...] = (),
 ) -> AsyncIterator[Reconciler]:
-    """The operator's handlers in kopf, in this event loop, logged in to kmock."""
+    """The operator's handlers in kopf, in this event loop, logged in to kmock (or ``login``'s cluster)."""
     reconciler = Reconciler(settings)
-    server = str(k8s.url).rstrip("/")
-    registry = build_registry(
-        reconciler, login=lambda **_: kopf.ConnectionInfo(server=server, insecure=True), tick=tick
-    )
+    if login is None:
+        server = str(k8s.url).rstrip("/")
+
+        def login(**_: Any) -> kopf.ConnectionInfo:
+            return kopf.ConnectionInfo(server=server, insecure=True)
+
+    registry = build_registry(reconciler, login=login, tick=tick)
     kopf_settings = kopf.OperatorSettings()
     configure(kopf_settings)
     stop, ready = asyncio.Event(), asyncio.Event()
-    task = asyncio.create_task(kopf.operator(registry=registry, settings=kopf_settings, standalone=True,
-                                             clusterwide=True, stop_flag=stop, ready_flag=ready,
-                                             liveness_endpoint=liveness))  # fmt: skip
+    task = asyncio.create_task(
+        kopf.operator(
+            registry=registry,
+            settings=kopf_settings,
+            standalone=True,
+            clusterwide=not namespaces,
+            namespaces=namespaces,
+            stop_flag=stop,
+            ready_flag=ready,
+            liveness_endpoint=liveness,
+        )
+    )
     await asyncio.wait_for(ready.wait(), 10)
     try:
         yield reconciler
