@@ -82,8 +82,9 @@ def build_registry(
         await reconciler.reconcile(reconciler.remember(body))
 
     @kopf.on.event("", "v1", "configmaps", registry=registry)
-    async def _configmap(body: kopf.Body, **_: Any) -> None:
-        for key in reconciler.affected_by_configmap(body.metadata.namespace or "", body.metadata.name or ""):
-            await reconciler.reconcile(key)
+    async def _configmap(type: str, body: kopf.Body, **_: Any) -> None:  # noqa: A002 - kopf's keyword
+        namespace, name = body.metadata.namespace or "", body.metadata.name or ""
+        affected = reconciler.observe_configmap(namespace, name, None if type == "DELETED" else body)
+        await reconciler.reconcile_many(affected)
 
     return registry

@@ -66,6 +66,7 @@ class Reconciler:
         self.clock = clock
         self.models: dict[ModelKey, dict[str, Any]] = {}
         self.checked: dict[ModelKey, _Checked] = {}
+        self.configmaps: dict[tuple[str, str], ConfigMapRead] = {}
         self._locks: dict[ModelKey, asyncio.Lock] = {}
 
     # -- what the watches tell us ------------------------------------------------------
@@ -82,6 +83,23 @@ class Reconciler:
         self.checked.pop(key, None)
         self._locks.pop(key, None)
         self.metrics.count_phases(m["status"].get("phase") for m in self.models.values())
+
+    def observe_configmap(self, namespace: str, name: str, body: Mapping[str, Any] | None) -> list[ModelKey]:
+        """Record a ConfigMap the watch reported (None: deleted); return the Models it affects.
+
+        Only ConfigMaps some Model depends on are kept, so memory follows the
+        number of Models, not of ConfigMaps in the cluster.
+        """
+        affected = self.affected_by_configmap(namespace, name)
+        if affected:
+            self.configmaps[(namespace, name)] = (
+                ConfigMapRead.from_object(body)
+                if body is not None
+                else ConfigMapRead(error=f'configmaps "{name}" not found')
+            )
+        else:
+            self.configmaps.pop((namespace, name), None)
+        return affected
 
     def affected_by_configmap(self, namespace: str, name: str) -> list[ModelKey]:
         """The Models a change to this ConfigMap can change the decision of."""
@@ -110,24 +128,34 @@ class Reconciler:
 
     # -- deciding and writing ------------------------------------------------------------
 
-    async def _read(
-        self, spec: Mapping[str, Any], namespace: str
-    ) -> tuple[ConfigMapRead | None, ConfigMapRead | None]:
+    async def _configmap(self, namespace: str, name: str, fresh: bool) -> ConfigMapRead:
+        """From the watch's copy, or read from the API (always, when ``fresh``)."""
         assert self.api is not None
+        cached = None if fresh else self.configmaps.get((namespace, name))
+        if cached is None:
+            cached = await self.api.read_configmap(namespace, name)
+            self.configmaps[(namespace, name)] = cached
+        return cached
+
+    async def _read(
+        self, spec: Mapping[str, Any], namespace: str, fresh: bool
+    ) -> tuple[ConfigMapRead | None, ConfigMapRead | None]:
         if self.settings.mode is Mode.OFF or not spec.get("sha256"):
             return None, None
         ref = referenced_configmap(spec)
         if ref is None:
             return None, None
-        trusted = (
-            await self.api.read_configmap(*self.settings.trusted_keys) if self.settings.trusted_keys else None
-        )
+        keys = self.settings.trusted_keys
+        trusted = await self._configmap(keys[0], keys[1], fresh) if keys else None
         if trusted is not None and trusted.error is not None:
             return trusted, None
-        return trusted, await self.api.read_configmap(namespace, ref[0])
+        return trusted, await self._configmap(namespace, ref[0], fresh)
 
-    async def reconcile(self, key: ModelKey) -> GateOutcome | None:
-        """Decide one Model and write its status if it changed."""
+    async def reconcile(self, key: ModelKey, *, fresh: bool = False) -> GateOutcome | None:
+        """Decide one Model and write its status if it changed.
+
+        ``fresh`` reads the ConfigMaps from the API instead of the watch's copies.
+        """
         lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock:
             model = self.models.get(key)
@@ -136,7 +164,7 @@ class Reconciler:
             started = time.perf_counter()
             now = self.clock()
             spec, status = model["spec"], model["status"]
-            trusted, attestation = await self._read(spec, key[0])
+            trusted, attestation = await self._read(spec, key[0], fresh)
             outcome = evaluate_gate(spec, key[0], self.settings, trusted=trusted, attestation=attestation,
                                     now=now, cache=self.cache)  # fmt: skip
             generation = int(model["metadata"].get("generation") or 1)
@@ -157,9 +185,20 @@ class Reconciler:
             self.metrics.count_phases(m["status"].get("phase") for m in self.models.values())
             return outcome
 
+    async def reconcile_many(
+        self, keys: list[ModelKey], *, fresh: bool = False, concurrency: int = 16
+    ) -> None:
+        """Reconcile several Models, a bounded number at a time."""
+        gate = asyncio.Semaphore(concurrency)
+
+        async def one(key: ModelKey) -> None:
+            async with gate:
+                await self.reconcile(key, fresh=fresh)
+
+        await asyncio.gather(*(one(k) for k in keys))
+
     async def recheck(self) -> int:
-        """Re-verify every Model that is due; return how many."""
+        """Re-verify every Model that is due, reading its ConfigMaps afresh; return how many."""
         keys = self.due(self.clock())
-        for key in keys:
-            await self.reconcile(key)
+        await self.reconcile_many(keys, fresh=True)
         return len(keys)
