@@ -19,11 +19,6 @@ import time
 from typing import Any
 
 import kmock
-
-from benchmarks.common import machine
-from modelseal.attest.private_keys import generate_key
-from modelseal.operator.gate import VerdictCache
-from modelseal.operator.settings import GROUP, PLURAL, VERSION
 from tests.operator.cluster import (
     ENFORCE,
     OPERATOR_PUB,
@@ -33,6 +28,11 @@ from tests.operator.cluster import (
     socair_envelope,
 )
 from tests.operator.emulator import RealisticEmulator
+
+from benchmarks.common import machine
+from modelseal.attest.private_keys import generate_key
+from modelseal.operator.gate import VerdictCache
+from modelseal.operator.settings import GROUP, PLURAL, VERSION
 
 
 async def all_in_phase(cluster: Cluster, wanted: str, count: int) -> None:
