@@ -94,12 +94,10 @@ def report(label: str, r: dict[str, Any], models: int) -> None:
     lat = sorted(r["latencies"])
     p95 = lat[min(len(lat) - 1, int(len(lat) * 0.95))]
     print(f"{label}:")
-    print(
-        f"  {models} Models to Ready after start    {r['initial']:7.2f} s  ({models / r['initial']:.0f} Models/s)"
-    )
-    print(
-        f"  ConfigMap change -> condition      p50 {statistics.median(lat) * 1000:6.0f} ms, p95 {p95 * 1000:6.0f} ms"
-    )
+    rate = models / r["initial"]
+    print(f"  {models} Models to Ready after start    {r['initial']:7.2f} s  ({rate:.0f} Models/s)")
+    p50 = statistics.median(lat) * 1000
+    print(f"  ConfigMap change -> condition      p50 {p50:6.0f} ms, p95 {p95 * 1000:6.0f} ms")
     print(f"  trusted-key rotation -> all Failed {r['rotation']:7.2f} s")
     print(f"  signature verifications performed  {r['verifications']}")
     print(f"  API requests by modelseal          {r['requests']} ({r['requests'] / models:.1f} per Model)")
