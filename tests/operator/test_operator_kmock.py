@@ -130,7 +130,7 @@ async def test_periodic_recheck_catches_what_no_watch_reported(k8s: Any, cluster
         await cluster.new_model("qwen", attestation="a")
         await cluster.wait("qwen", phase("Ready"))
         await asyncio.sleep(0.5)  # let kopf deliver the Model's own status change first
-        reconciler.affected_by_configmap = lambda namespace, name: []  # type: ignore[method-assign]
+        reconciler.observe_configmap = lambda namespace, name, body: []  # type: ignore[method-assign]  # a lost event
         await cluster.patch(
             f"{CONFIGMAPS}/socair-trusted-keys", {"data": {"operator.pub": generate_key().public_pem()}}
         )
@@ -211,9 +211,19 @@ async def test_metrics_and_liveness(k8s: Any, cluster: Cluster) -> None:
         await cluster.wait("bad", phase("Failed"))
         port = free_port()
         server = reconciler.metrics.serve(port, "127.0.0.1")
+        wanted = [
+            'modelseal_verifications_total{reason="admitted",result="admitted"}',
+            'modelseal_verifications_total{reason="conditions_not_allowed",result="refused"}',
+            'modelseal_models{phase="Ready"} 1.0',
+            'modelseal_models{phase="Failed"} 1.0',
+        ]
         try:
             async with httpx.AsyncClient() as client:
-                text = (await client.get(f"http://127.0.0.1:{port}/metrics")).text
+                for _ in range(100):  # metrics follow the status writes a moment later
+                    text = (await client.get(f"http://127.0.0.1:{port}/metrics")).text
+                    if all(w in text for w in wanted):
+                        break
+                    await asyncio.sleep(0.05)
                 assert (await client.get(f"http://127.0.0.1:{health}/healthz")).status_code == 200
         finally:
             server.shutdown()

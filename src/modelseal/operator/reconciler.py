@@ -167,22 +167,22 @@ class Reconciler:
             trusted, attestation = await self._read(spec, key[0], fresh)
             outcome = evaluate_gate(spec, key[0], self.settings, trusted=trusted, attestation=attestation,
                                     now=now, cache=self.cache)  # fmt: skip
+            if outcome is not None:
+                result = "admitted" if outcome.admitted else "refused"
+                self.metrics.verifications.labels(result=result, reason=outcome.code.value).inc()
             generation = int(model["metadata"].get("generation") or 1)
             desired = desired_status(status, generation, outcome, now)
             patch = status_patch(status, desired)
             if patch is not None:
                 await self.api.patch_model_status(key[0], key[1], patch)
+                model["status"] = desired
                 self.metrics.status_writes.inc()
+                self.metrics.count_phases(m["status"].get("phase") for m in self.models.values())
                 for event in transitions(status, desired):
                     await self.api.post_event(model, event.type, event.reason, event.message, now)
-                model["status"] = desired
                 _logger.info("Model %s/%s: %s", key[0], key[1], outcome.message if outcome else "gate off")
             self.checked[key] = _Checked(now, bool(outcome and outcome.blocks))
-            if outcome is not None:
-                result = "admitted" if outcome.admitted else "refused"
-                self.metrics.verifications.labels(result=result, reason=outcome.code.value).inc()
             self.metrics.reconcile_seconds.observe(time.perf_counter() - started)
-            self.metrics.count_phases(m["status"].get("phase") for m in self.models.values())
             return outcome
 
     async def reconcile_many(
