@@ -39,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     attest_commands.register(commands)
     publish_commands.register(commands)
+    publish_commands.register_stage(commands)
     operator_commands.register(commands)
     return parser
 

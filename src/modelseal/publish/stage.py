@@ -1,0 +1,359 @@
+"""Stage a Model's files into a folder: fetch, hash, verify, then move into place.
+
+Each file streams to a ``.partial`` under ``<dir>/.cache/modelseal-stage/``
+(a folder the publisher's walk skips) while it is hashed; an interrupted
+transfer resumes with ``Range`` (and a restarted process re-hashes what it
+already has); only a file whose SHA-256 matches its pin is renamed into
+place. ``HF_TOKEN`` goes to huggingface.co only: redirects are followed by
+hand and the token is dropped when one leaves that host. Files start in list
+order, ``concurrency`` at a time, and while the bytes in flight fit
+``max_in_flight`` (or nothing else is in flight).
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import logging
+import os
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from modelseal.errors import InputError, OperationalError, VerificationError
+from modelseal.publish.sources import HF_HOST, StagePlan
+
+__all__ = ["StagedFile", "Stager", "parse_quantity"]
+
+_logger = logging.getLogger(__name__)
+BLOCK = 4 * 1024 * 1024
+MAX_REDIRECTS = 10
+_UNITS = {"": 1, "k": 1000, "M": 1000**2, "G": 1000**3, "T": 1000**4,
+          "Ki": 1024, "Mi": 1024**2, "Gi": 1024**3, "Ti": 1024**4}  # fmt: skip
+
+
+def parse_quantity(text: str) -> int:
+    """``90Gi`` -> bytes, as the CRD's downloadMaxInFlightSize pattern allows.
+
+    Raises:
+        InputError: not such a quantity.
+    """
+    digits = text.rstrip("kKMGTi")
+    unit = text[len(digits) :]
+    if not digits.isdigit() or unit not in _UNITS or digits.startswith("0"):
+        raise InputError(f"size {text!r} is not a quantity such as 90Gi or 500M")
+    return int(digits) * _UNITS[unit]
+
+
+@dataclass(frozen=True)
+class StagedFile:
+    """A file now in place, with what was measured while it arrived."""
+
+    dest: str
+    size: int
+    sha256: str
+    restarts: int = 0
+    skipped: bool = False
+
+
+class _Digest:
+    """A SHA-256 that can start again (when a server ignores Range)."""
+
+    def __init__(self) -> None:
+        self.h = hashlib.sha256()
+
+    def update(self, data: bytes) -> None:
+        self.h.update(data)
+
+    def reset(self) -> None:
+        self.h = hashlib.sha256()
+
+    def hexdigest(self) -> str:
+        return self.h.hexdigest()
+
+
+class _Interrupted(Exception):  # noqa: N818 - internal control flow
+    """The transfer stopped early; worth another try."""
+
+
+class Stager:
+    """Fetches a staging plan into ``target``."""
+
+    def __init__(
+        self,
+        target: Path,
+        *,
+        concurrency: int = 1,
+        max_in_flight: int | None = None,
+        retries: int = 5,
+        backoff: float = 0.5,
+        hf_token: str | None = None,
+        transport: httpx.BaseTransport | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> None:
+        self.target = target
+        self.concurrency = max(1, concurrency)
+        self.max_in_flight = max_in_flight
+        self.retries = retries
+        self.backoff = backoff
+        self.hf_token = hf_token
+        self.progress = progress
+        self._client = httpx.Client(
+            transport=transport, follow_redirects=False, timeout=httpx.Timeout(30.0, read=300.0),
+            headers={"User-Agent": "modelseal-stage"},
+        )  # fmt: skip
+        self._lock = threading.Condition()
+        self._in_flight = 0
+        self._running = 0
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> Stager:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- scheduling --------------------------------------------------------------------
+
+    def stage(self, plans: list[StagePlan]) -> list[StagedFile]:
+        """Stage every file; the results are in plan order.
+
+        Raises:
+            VerificationError: a file's bytes do not match its pin.
+            OperationalError: a source failed (not found, refused, unreachable,
+                disk full) after the retries it deserved.
+            InputError: a local source is missing.
+        """
+        (self.target / ".cache" / "modelseal-stage").mkdir(parents=True, exist_ok=True)
+        if self.concurrency == 1:
+            return [self._admitted(p) for p in plans]
+        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
+            futures = []
+            for plan in plans:  # list order: a later file never starts before an earlier one
+                size = self._size(plan)
+                self._admit(size)
+                futures.append(pool.submit(self._run, plan, size))
+            return [f.result() for f in futures]
+
+    def _size(self, plan: StagePlan) -> int:
+        if self.max_in_flight is None:
+            return 0
+        if plan.is_local:
+            try:
+                return Path(plan.origin).stat().st_size
+            except OSError:
+                return self.max_in_flight
+        try:
+            response = self._follow("HEAD", plan.origin, {})
+            length = response.headers.get("Content-Length", "")
+            response.close()
+            return int(length) if length.isdigit() else self.max_in_flight
+        except (OperationalError, httpx.HTTPError):
+            return self.max_in_flight
+
+    def _admit(self, size: int) -> None:
+        with self._lock:
+            while self._running and (
+                self._running >= self.concurrency
+                or (self.max_in_flight is not None and self._in_flight + size > self.max_in_flight)
+            ):
+                self._lock.wait()
+            self._running += 1
+            self._in_flight += size
+
+    def _run(self, plan: StagePlan, size: int) -> StagedFile:
+        try:
+            return self._admitted(plan)
+        finally:
+            with self._lock:
+                self._running -= 1
+                self._in_flight -= size
+                self._lock.notify_all()
+
+    # -- one file ----------------------------------------------------------------------
+
+    def _admitted(self, plan: StagePlan) -> StagedFile:
+        final = self.target / plan.dest
+        if plan.sha256 and final.is_file() and _sha256_of(final) == plan.sha256:
+            return StagedFile(plan.dest, final.stat().st_size, plan.sha256, skipped=True)
+        key = hashlib.sha256(plan.dest.encode()).hexdigest()[:32]
+        partial = self.target / ".cache" / "modelseal-stage" / f"{key}.partial"
+        hasher = _Digest()
+        restarts = 0
+        if plan.is_local:
+            self._copy_local(plan, partial, hasher)
+        else:
+            restarts = self._download(plan, partial, hasher)
+        digest = hasher.hexdigest()
+        size = partial.stat().st_size
+        if plan.sha256 and digest != plan.sha256:
+            partial.unlink(missing_ok=True)
+            raise VerificationError(
+                f"{plan.dest}: the downloaded bytes hash to {digest}, but {plan.sha256} is pinned"
+            )
+        final.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(partial, final)
+        _logger.info("staged %s (%d bytes, sha256 %s)", plan.dest, size, digest)
+        return StagedFile(plan.dest, size, digest, restarts)
+
+    def _copy_local(self, plan: StagePlan, partial: Path, hasher: _Digest) -> None:
+        try:
+            with open(plan.origin, "rb") as src, _open_partial(partial, 0) as out:
+                while block := src.read(BLOCK):
+                    hasher.update(block)
+                    _write(out, block, plan.dest)
+                    if self.progress:
+                        self.progress(len(block))
+        except FileNotFoundError:
+            raise InputError(f"{plan.dest}: local source {plan.origin} does not exist") from None
+        except IsADirectoryError:
+            raise InputError(f"{plan.dest}: local source {plan.origin} is a directory") from None
+
+    def _download(self, plan: StagePlan, partial: Path, hasher: _Digest) -> int:
+        have = 0
+        if partial.exists():  # left by an earlier run: keep it, and hash it again
+            with partial.open("rb") as f:
+                while block := f.read(BLOCK):
+                    hasher.update(block)
+                    have += len(block)
+        restarts, attempt = 0, 0
+        while True:
+            try:
+                have, restarted = self._transfer(plan, partial, hasher, have)
+                return restarts + restarted
+            except _Interrupted as e:
+                if attempt >= self.retries:
+                    raise OperationalError(
+                        f"{plan.dest}: {plan.origin} failed {attempt + 1} times, last: {e}"
+                    ) from None
+                attempt += 1
+                have = partial.stat().st_size if partial.exists() else 0
+                if have == 0:
+                    hasher.reset()
+                _logger.info("%s: %s; resuming at byte %d", plan.dest, e, have)
+                time.sleep(min(self.backoff * 2 ** (attempt - 1), 8.0))
+
+    def _transfer(self, plan: StagePlan, partial: Path, hasher: _Digest, have: int) -> tuple[int, int]:
+        headers = {"Range": f"bytes={have}-"} if have else {}
+        try:
+            response = self._follow("GET", plan.origin, headers, stream=True)
+        except httpx.TransportError as e:
+            raise _Interrupted(f"{type(e).__name__}") from None
+        restarted = 0
+        try:
+            status = response.status_code
+            if status in (500, 502, 503, 504, 429, 408):
+                raise _Interrupted(f"HTTP {status}")
+            if status == 404:
+                raise OperationalError(f"{plan.dest}: {_public(plan.origin)} was not found (HTTP 404)")
+            if status in (401, 403):
+                hint = "; set HF_TOKEN" if urllib.parse.urlsplit(plan.origin).hostname == HF_HOST else ""
+                raise OperationalError(
+                    f"{plan.dest}: {_public(plan.origin)} refused access (HTTP {status}){hint}"
+                )
+            if status == 416 and have:
+                return have, 0  # the server has no bytes past what we hold: complete
+            if status == 200 and have:
+                have, restarted = 0, 1  # no Range support: start again
+                hasher.reset()
+            elif status == 206:
+                start = response.headers.get("Content-Range", "").removeprefix("bytes ").split("-")[0]
+                if start != str(have):
+                    hasher.reset()
+                    partial.unlink(missing_ok=True)
+                    raise _Interrupted(f"the server resumed at {start}, not {have}; starting again")
+            elif status != 200:
+                raise OperationalError(f"{plan.dest}: {_public(plan.origin)} answered HTTP {status}")
+            expected = response.headers.get("Content-Length", "")
+            got = 0
+            with _open_partial(partial, have) as out:
+                try:
+                    for block in response.iter_bytes(256 * 1024):  # small: a cut loses little
+                        hasher.update(block)
+                        _write(out, block, plan.dest)
+                        got += len(block)
+                        if self.progress:
+                            self.progress(len(block))
+                except httpx.TransportError as e:
+                    raise _Interrupted(f"{type(e).__name__} after {have + got} bytes") from None
+            if expected.isdigit() and got != int(expected):
+                raise _Interrupted(f"the connection closed after {got} of {expected} bytes")
+            return have + got, restarted
+        finally:
+            response.close()
+
+    def _follow(self, method: str, url: str, headers: dict[str, str], stream: bool = False) -> httpx.Response:
+        """Follow redirects by hand, so the Hugging Face token never leaves huggingface.co."""
+        for _ in range(MAX_REDIRECTS):
+            h = dict(headers)
+            if self.hf_token and urllib.parse.urlsplit(url).hostname == HF_HOST:
+                h["Authorization"] = f"Bearer {self.hf_token}"
+            request = self._client.build_request(method, url, headers=h)
+            response = self._client.send(request, stream=stream)
+            if response.status_code in (301, 302, 303, 307, 308) and "Location" in response.headers:
+                url = urllib.parse.urljoin(url, response.headers["Location"])
+                response.close()
+                continue
+            return response
+        raise OperationalError(f"{_public(url)}: more than {MAX_REDIRECTS} redirects")
+
+
+def _public(url: str) -> str:
+    """A URL without its query (which may hold signed credentials) for messages."""
+    parts = urllib.parse.urlsplit(url)
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
+
+
+def _open_partial(path: Path, have: int) -> _Partial:
+    return _Partial(path, have)
+
+
+class _Partial:
+    """The partial file opened for appending at ``have`` (truncating anything past it)."""
+
+    def __init__(self, path: Path, have: int) -> None:
+        self.path, self.have = path, have
+
+    def __enter__(self) -> _Partial:
+        self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
+        os.ftruncate(self.fd, self.have)
+        os.lseek(self.fd, self.have, os.SEEK_SET)
+        return self
+
+    def write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.fd, view) :]
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            os.fsync(self.fd)
+        finally:
+            os.close(self.fd)
+
+
+def _write(out: _Partial, block: bytes, dest: str) -> None:
+    try:
+        out.write(block)
+    except OSError as e:
+        if e.errno == errno.ENOSPC:
+            raise OperationalError(
+                f"{dest}: the disk is full (staging needs more ephemeral storage)"
+            ) from None
+        raise OperationalError(f"{dest}: write failed: {e.strerror or e}") from None
+
+
+def _sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(BLOCK), b""):
+            h.update(block)
+    return h.hexdigest()
