@@ -1,0 +1,195 @@
+"""``spec.prefetchOCI`` as pure functions: admission rules, fingerprint, and the Job.
+
+The Job stages the Model's files with ``modelseal stage`` (an init container,
+the only one that sees ``sourceSecretRef``) into an emptyDir sized by
+``ephemeralStorage``, then ``modelseal publish`` (the only container that
+mounts ``pushSecretRef``) pushes them and hands back its result through its
+termination message.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from modelseal.errors import Error, InputError
+from modelseal.operator.settings import GROUP, VERSION
+from modelseal.publish.reference import parse_reference
+from modelseal.publish.sources import StagePlan, plan_stage
+from modelseal.publish.stage import parse_quantity
+
+__all__ = ["build_job", "job_name", "plan_prefetch", "prefetch_fingerprint"]
+
+STAGING = "/staging"
+DOCKER_CONFIG = "/docker-config"
+
+
+def plan_prefetch(spec: Mapping[str, Any]) -> tuple[list[StagePlan], str]:
+    """The files to stage and the image to publish to, or a refusal with a clear reason.
+
+    Raises:
+        InputError: a glob, more than 64 files, an ``oci://`` image, no push
+            secret, an unusable source or size.
+    """
+    oci = spec.get("prefetchOCI")
+    if not isinstance(oci, dict):
+        raise InputError("spec.prefetchOCI is not set")
+    image = oci.get("image")
+    if not isinstance(image, str) or not image:
+        raise InputError("spec.prefetchOCI.image is empty")
+    if image.startswith("oci://"):
+        raise InputError(
+            f"spec.prefetchOCI.image {image!r}: drop the oci:// prefix (registry/repository:tag)"
+        )
+    try:
+        parse_reference(image, require="tag")
+    except Error as e:
+        raise InputError(f"spec.prefetchOCI.image: {e}") from None
+    secret = oci.get("pushSecretRef")
+    if not isinstance(secret, dict) or not secret.get("name"):
+        raise InputError("spec.prefetchOCI.pushSecretRef names no kubernetes.io/dockerconfigjson Secret")
+    storage = oci.get("ephemeralStorage")
+    if not isinstance(storage, str) or not storage:
+        raise InputError("spec.prefetchOCI.ephemeralStorage is required")
+    source = spec.get("source")
+    if isinstance(source, str) and source.startswith(("oci://", "pvc://", "s3://")):
+        raise InputError(
+            f"spec.source {source!r} is not a source the downloader stages (http, https, hf, local)"
+        )
+    files = [f for f in spec.get("files") or [] if isinstance(f, str)]
+    if isinstance(spec.get("mmproj"), str) and spec["mmproj"]:
+        files.append(spec["mmproj"])
+    pins = {k: v for k, v in (spec.get("fileSha256") or {}).items() if isinstance(v, str)}
+    plans = plan_stage(source if isinstance(source, str) else None, files, sha256=spec.get("sha256") or None,
+                       file_sha256=pins)  # fmt: skip
+    return plans, image
+
+
+def prefetch_fingerprint(spec: Mapping[str, Any]) -> str:
+    """``sha256:`` of what decides the published bytes and where they go.
+
+    Source, files (in order), sha256/fileSha256 and the destination: a change to
+    any of them publishes again; anything else (tolerations, sizes) does not.
+    """
+    oci = spec.get("prefetchOCI") or {}
+    doc = {
+        "source": spec.get("source") or "",
+        "files": list(spec.get("files") or []),
+        "mmproj": spec.get("mmproj") or "",
+        "sha256": (spec.get("sha256") or "").lower(),
+        "fileSha256": {k: str(v).lower() for k, v in sorted((spec.get("fileSha256") or {}).items())},
+        "image": oci.get("image", "") if isinstance(oci, dict) else "",
+    }
+    return "sha256:" + hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
+def job_name(model: str, fingerprint: str) -> str:
+    """``<model>-publish-<8 hex>``, at most 63 characters."""
+    suffix = f"-publish-{fingerprint.removeprefix('sha256:')[:8]}"
+    return model[: 63 - len(suffix)].rstrip("-.") + suffix
+
+
+def build_job(model: Mapping[str, Any], image: str) -> dict[str, Any]:
+    """The Job that stages and publishes ``model``'s files; ``image`` is modelseal's own image.
+
+    Raises:
+        InputError: the Model's prefetchOCI cannot be admitted (see :func:`plan_prefetch`).
+    """
+    meta, spec = model.get("metadata") or {}, model.get("spec") or {}
+    plans, destination = plan_prefetch(spec)
+    oci = spec["prefetchOCI"]
+    storage = oci["ephemeralStorage"]
+    fingerprint = prefetch_fingerprint(spec)
+    name, namespace = str(meta.get("name", "")), str(meta.get("namespace", ""))
+    stage_args = ["stage", "--to", STAGING]
+    if spec.get("source"):
+        stage_args += ["--source", spec["source"]]
+    entries = [f for f in spec.get("files") or [] if isinstance(f, str)]
+    if isinstance(spec.get("mmproj"), str) and spec["mmproj"]:
+        entries.append(spec["mmproj"])
+    stage_args += entries  # `modelseal stage` resolves them exactly as plan_prefetch did
+    if spec.get("sha256"):
+        stage_args += ["--sha256", spec["sha256"]]
+    for entry, digest in sorted((spec.get("fileSha256") or {}).items()):
+        stage_args += ["--file-sha256", f"{entry}={digest}"]
+    if spec.get("downloadConcurrency"):
+        stage_args += ["--download-concurrency", str(int(spec["downloadConcurrency"]))]
+    if spec.get("downloadMaxInFlightSize"):
+        parse_quantity(spec["downloadMaxInFlightSize"])
+        stage_args += ["--download-max-in-flight", spec["downloadMaxInFlightSize"]]
+    publish_args = ["publish", "--image", destination, "--from", STAGING, "--primary", plans[0].dest,
+                    "--result-file", "/dev/termination-log", "--docker-config", DOCKER_CONFIG]  # fmt: skip
+    if spec.get("source"):
+        publish_args += ["--source", spec["source"]]
+    storage_resources = {"requests": {"ephemeral-storage": storage}, "limits": {"ephemeral-storage": storage}}
+    hardened = {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    downloader: dict[str, Any] = {
+        "name": "downloader", "image": image, "args": stage_args, "resources": storage_resources,
+        "volumeMounts": [{"name": "staging", "mountPath": STAGING}], "securityContext": hardened,
+    }  # fmt: skip
+    source_secret = spec.get("sourceSecretRef") or {}
+    if isinstance(source_secret, dict) and source_secret.get("name"):
+        downloader["envFrom"] = [{"secretRef": {"name": source_secret["name"]}}]
+    publisher = {
+        "name": "publisher", "image": image, "args": publish_args, "resources": storage_resources,
+        "terminationMessagePolicy": "File", "securityContext": hardened,
+        "volumeMounts": [{"name": "staging", "mountPath": STAGING, "readOnly": True},
+                         {"name": "docker-config", "mountPath": DOCKER_CONFIG, "readOnly": True}],
+    }  # fmt: skip
+    pod: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "fsGroup": 65532,
+                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "initContainers": [downloader],
+        "containers": [publisher],
+        "volumes": [
+            {"name": "staging", "emptyDir": {"sizeLimit": storage}},
+            {"name": "docker-config", "secret": {
+                "secretName": oci["pushSecretRef"]["name"],
+                "items": [{"key": ".dockerconfigjson", "path": "config.json"}],
+            }},
+        ],
+    }  # fmt: skip
+    if spec.get("prefetchNodeSelector"):
+        pod["nodeSelector"] = dict(spec["prefetchNodeSelector"])
+    if spec.get("prefetchTolerations"):
+        pod["tolerations"] = list(spec["prefetchTolerations"])
+    if spec.get("prefetchAffinity"):
+        pod["affinity"] = dict(spec["prefetchAffinity"])
+    labels = {
+        "app.kubernetes.io/name": "modelseal",
+        "app.kubernetes.io/component": "model-publish",
+        "app.kubernetes.io/managed-by": "modelseal-operator",
+        "inference.llmkube.dev/model": name[:63],
+    }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": job_name(name, fingerprint),
+            "namespace": namespace,
+            "labels": labels,
+            "annotations": {"modelseal.dev/fingerprint": fingerprint},
+            "ownerReferences": [
+                {
+                    "apiVersion": f"{GROUP}/{VERSION}",
+                    "kind": "Model",
+                    "name": name,
+                    "uid": meta.get("uid", ""),
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": {
+            "backoffLimit": 2,
+            "ttlSecondsAfterFinished": 86400,
+            "template": {"metadata": {"labels": labels}, "spec": pod},
+        },
+    }

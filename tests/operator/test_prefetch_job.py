@@ -1,0 +1,155 @@
+"""The prefetchOCI Job, built as a pure function from a Model."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from modelseal.errors import InputError
+from modelseal.operator.prefetch import build_job, job_name, plan_prefetch, prefetch_fingerprint
+
+MODEL: dict[str, Any] = {
+    "apiVersion": "inference.llmkube.dev/v1alpha1",
+    "kind": "Model",
+    "metadata": {"name": "qwen3", "namespace": "models", "uid": "1234-abcd"},
+    "spec": {
+        "source": "hf://Qwen/Qwen3-8B-GGUF",
+        "files": ["Qwen3-8B-Q4_K_M.gguf", "tokenizer/tokenizer.json"],
+        "fileSha256": {"Qwen3-8B-Q4_K_M.gguf": "a" * 64},
+        "sourceSecretRef": {"name": "hf-token"},
+        "downloadConcurrency": 2,
+        "downloadMaxInFlightSize": "90Gi",
+        "prefetchNodeSelector": {"disk": "fast"},
+        "prefetchTolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        "prefetchAffinity": {"nodeAffinity": {}},
+        "prefetchOCI": {"image": "registry.example.com/models/qwen3:8b-q4", "ephemeralStorage": "40Gi",
+                        "pushSecretRef": {"name": "registry-push"}},
+    },
+}  # fmt: skip
+IMAGE = "ghcr.io/example/modelseal:0.1.0"
+
+
+def containers(job: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    pod = job["spec"]["template"]["spec"]
+    return {c["name"]: c for c in pod["initContainers"] + pod["containers"]}
+
+
+def test_job_shape() -> None:
+    job = build_job(MODEL, IMAGE)
+    meta, spec = job["metadata"], job["spec"]
+    assert meta["name"].startswith("qwen3-publish-") and meta["namespace"] == "models"
+    assert meta["ownerReferences"] == [{"apiVersion": "inference.llmkube.dev/v1alpha1", "kind": "Model", "name": "qwen3",
+                                        "uid": "1234-abcd", "controller": True, "blockOwnerDeletion": True}]  # fmt: skip
+    assert meta["labels"]["inference.llmkube.dev/model"] == "qwen3"
+    assert meta["annotations"]["modelseal.dev/fingerprint"] == prefetch_fingerprint(MODEL["spec"])
+    assert spec["backoffLimit"] == 2 and spec["ttlSecondsAfterFinished"] == 86400
+    pod = spec["template"]["spec"]
+    assert pod["restartPolicy"] == "Never"
+    assert (
+        pod["nodeSelector"] == {"disk": "fast"}
+        and pod["tolerations"][0]["key"] == "gpu"
+        and "affinity" in pod
+    )
+    assert {"name": "staging", "emptyDir": {"sizeLimit": "40Gi"}} in pod["volumes"]
+
+
+def test_secrets_go_only_where_they_belong() -> None:
+    c = containers(build_job(MODEL, IMAGE))
+    assert c["downloader"]["envFrom"] == [{"secretRef": {"name": "hf-token"}}]
+    assert "envFrom" not in c["publisher"]
+    assert all(m["name"] != "docker-config" for m in c["downloader"]["volumeMounts"])
+    assert {"name": "docker-config", "mountPath": "/docker-config", "readOnly": True} in c["publisher"][
+        "volumeMounts"
+    ]
+    pod = build_job(MODEL, IMAGE)["spec"]["template"]["spec"]
+    [secret] = [v for v in pod["volumes"] if v["name"] == "docker-config"]
+    assert secret["secret"] == {
+        "secretName": "registry-push",
+        "items": [{"key": ".dockerconfigjson", "path": "config.json"}],
+    }
+
+
+def test_commands_are_the_cli_the_end_to_end_test_runs() -> None:
+    c = containers(build_job(MODEL, IMAGE))
+    assert c["downloader"]["args"] == [
+        "stage", "--to", "/staging", "--source", "hf://Qwen/Qwen3-8B-GGUF", "Qwen3-8B-Q4_K_M.gguf",
+        "tokenizer/tokenizer.json", "--file-sha256", f"Qwen3-8B-Q4_K_M.gguf={'a' * 64}",
+        "--download-concurrency", "2", "--download-max-in-flight", "90Gi",
+    ]  # fmt: skip
+    assert c["publisher"]["args"] == [
+        "publish", "--image", "registry.example.com/models/qwen3:8b-q4", "--from", "/staging",
+        "--primary", "Qwen3-8B-Q4_K_M.gguf", "--result-file", "/dev/termination-log",
+        "--docker-config", "/docker-config", "--source", "hf://Qwen/Qwen3-8B-GGUF",
+    ]  # fmt: skip
+    for container in c.values():
+        assert container["image"] == IMAGE
+        assert container["resources"]["requests"]["ephemeral-storage"] == "40Gi"
+        assert container["resources"]["limits"]["ephemeral-storage"] == "40Gi"
+    assert {"name": "staging", "mountPath": "/staging", "readOnly": True} in c["publisher"]["volumeMounts"]
+
+
+def test_the_cli_accepts_the_job_arguments() -> None:
+    from modelseal.cli import build_parser
+
+    c = containers(build_job(MODEL, IMAGE))
+    for name in ("downloader", "publisher"):
+        args = build_parser().parse_args(c[name]["args"])
+        assert args.handler is not None
+
+
+def mutated(**changes: Any) -> dict[str, Any]:
+    spec: dict[str, Any] = copy.deepcopy(MODEL["spec"])
+    for key, value in changes.items():
+        *parents, last = key.split("__")
+        node = spec
+        for p in parents:
+            node = node[p]
+        if value is None:
+            node.pop(last, None)
+        else:
+            node[last] = value
+    return spec
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        (mutated(files=["*.gguf"]), "is a glob"),
+        (
+            mutated(files=[f"shard-{i}.gguf" for i in range(65)], fileSha256=None),
+            "65 files is more than the 64",
+        ),
+        (mutated(prefetchOCI__image="oci://registry.example.com/m:v1"), "drop the oci:// prefix"),
+        (mutated(prefetchOCI__image="registry.example.com/m"), "give a tag to publish to"),
+        (
+            mutated(prefetchOCI__pushSecretRef=None),
+            "pushSecretRef names no kubernetes.io/dockerconfigjson Secret",
+        ),
+        (mutated(prefetchOCI__ephemeralStorage=None), "ephemeralStorage is required"),
+        (
+            mutated(source="oci://registry.example.com/m@sha256:" + "a" * 64),
+            "not a source the downloader stages",
+        ),
+        (mutated(sha256="b" * 64), "mutually exclusive"),
+        (mutated(prefetchOCI=None), "spec.prefetchOCI is not set"),
+    ],
+)
+def test_admission_rules(spec: dict[str, Any], message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        plan_prefetch(spec)
+
+
+def test_fingerprint_follows_what_is_published() -> None:
+    base = prefetch_fingerprint(MODEL["spec"])
+    assert base == prefetch_fingerprint(mutated(prefetchTolerations=[], downloadConcurrency=4))
+    assert base != prefetch_fingerprint(mutated(files=["Qwen3-8B-Q4_K_M.gguf"]))
+    assert base != prefetch_fingerprint(mutated(prefetchOCI__image="registry.example.com/models/qwen3:other"))
+    assert base != prefetch_fingerprint(mutated(fileSha256={"Qwen3-8B-Q4_K_M.gguf": "c" * 64}))
+    assert base != prefetch_fingerprint(mutated(source="hf://Qwen/Other"))
+
+
+def test_job_name_fits_a_label() -> None:
+    name = job_name("m" * 80, "sha256:" + "f" * 64)
+    assert len(name) <= 63 and name.endswith("-publish-ffffffff")
