@@ -223,3 +223,15 @@ def test_stage_cli(cli: Run, tmp_path: Path) -> None:
         assert missing.code == 3 and "was not found (HTTP 404)" in missing.err
     assert cli("stage", "--to", tmp_path, "--source", "hf://o/r", "*.gguf").code == 1
     assert cli("stage", "--to", tmp_path, "--download-concurrency", "0", "--source", "/x").code == 2
+
+
+def test_verbose_logs_never_show_a_signed_query(
+    cli: Run, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    with file_server(files={"/m": b"ok"}) as server:
+        caplog.set_level(logging.DEBUG)
+        r = cli("-v", "stage", "--to", tmp_path, "--source", f"{server.url}/m?X-Amz-Signature=topsecret")
+    assert r.code == 0, r.err
+    assert "topsecret" not in caplog.text and "topsecret" not in r.err and "topsecret" not in r.out

@@ -57,6 +57,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             level=logging.DEBUG if args.verbose else logging.WARNING,
             format="%(levelname)s %(name)s: %(message)s",
         )
+        # httpx logs whole URLs, and a signed download URL carries its credential in the query
+        for noisy in ("httpx", "httpcore"):
+            logging.getLogger(noisy).setLevel(logging.WARNING)
         handler = getattr(args, "handler", None)
         if handler is None:
             parser.print_help(sys.stderr)
