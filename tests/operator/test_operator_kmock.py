@@ -232,3 +232,22 @@ async def test_metrics_and_liveness(k8s: Any, cluster: Cluster) -> None:
     assert 'modelseal_verifications_total{reason="conditions_not_allowed",result="refused"}' in text
     assert 'modelseal_models{phase="Ready"} 1.0' in text and 'modelseal_models{phase="Failed"} 1.0' in text
     assert "modelseal_reconcile_duration_seconds_count" in text
+
+
+async def test_a_new_login_replaces_the_api_client() -> None:
+    """kopf logs in again when credentials expire; the operator's own client must follow."""
+    import kopf
+
+    from modelseal.operator.reconciler import Reconciler
+
+    reconciler = Reconciler(ENFORCE)
+    first = kopf.ConnectionInfo(server="https://old.example:6443", token="old-token")
+    second = kopf.ConnectionInfo(server="https://new.example:6443", token="new-token")
+    from modelseal.operator.kube import KubeApi
+
+    reconciler.use_api(KubeApi.from_connection_info(first))
+    reconciler.use_api(KubeApi.from_connection_info(second))
+    assert reconciler.api is not None
+    assert str(reconciler.api._client.base_url).startswith("https://new.example:6443")
+    assert reconciler.api._client.headers["Authorization"] == "Bearer new-token"
+    await reconciler.close()

@@ -42,13 +42,15 @@ def build_registry(
 
     @kopf.on.login(registry=registry)
     def _login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+        # kopf logs in again when its credentials stop working (a rotated service-account
+        # token, for instance): the operator's own client follows with the fresh ones.
         info: kopf.ConnectionInfo | None = (
             login(**kwargs)
             if login is not None
             else (kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs))
         )
-        if info is not None and reconciler.api is None:
-            reconciler.api = KubeApi.from_connection_info(info)
+        if info is not None:
+            reconciler.use_api(KubeApi.from_connection_info(info))
         return info
 
     @kopf.on.startup(registry=registry)
@@ -71,8 +73,7 @@ def build_registry(
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        if reconciler.api is not None:
-            await reconciler.api.close()
+        await reconciler.close()
 
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
     async def _model(type: str, body: kopf.Body, **_: Any) -> None:  # noqa: A002 - kopf's keyword

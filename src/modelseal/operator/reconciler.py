@@ -68,6 +68,20 @@ class Reconciler:
         self.checked: dict[ModelKey, _Checked] = {}
         self.configmaps: dict[tuple[str, str], ConfigMapRead] = {}
         self._locks: dict[ModelKey, asyncio.Lock] = {}
+        self._retired: list[KubeApi] = []
+
+    def use_api(self, api: KubeApi) -> None:
+        """Talk through ``api`` from now on (fresh credentials); the old client closes at the end."""
+        if self.api is not None:
+            self._retired.append(self.api)
+        self.api = api
+
+    async def close(self) -> None:
+        """Close every API client this reconciler used."""
+        for api in [*self._retired, self.api]:
+            if api is not None:
+                await api.close()
+        self._retired.clear()
 
     # -- what the watches tell us ------------------------------------------------------
 
