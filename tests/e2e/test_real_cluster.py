@@ -8,6 +8,7 @@ the main suite runs on.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import uuid
 from collections.abc import AsyncIterator
@@ -59,6 +60,10 @@ async def real_cluster() -> AsyncIterator[Cluster]:
     crd = yaml.safe_load(CRD.read_text())
     r = await client.post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", json=crd)
     assert r.status_code in (201, 409), r.text
+    for _ in range(150):  # until the API server serves the new resource
+        if (await client.get("/apis/inference.llmkube.dev/v1alpha1")).status_code == 200:
+            break
+        await asyncio.sleep(0.2)
     namespace = f"modelseal-e2e-{uuid.uuid4().hex[:6]}"
     r = await client.post(
         "/api/v1/namespaces", json={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
