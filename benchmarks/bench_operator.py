@@ -67,7 +67,7 @@ async def scenario(models: int, samples: int, cached: bool) -> dict[str, Any]:
             await cluster.attestation(f"att-{i}", socair_envelope("authorized"))
             await cluster.new_model(f"model-{i}", attestation=f"att-{i}")
         started = time.perf_counter()
-        async with running_operator(emulator, ENFORCE, tick=1.0) as reconciler:
+        async with running_operator(emulator, ENFORCE, tick=1.0, ready_timeout=600) as reconciler:
             if not cached:
                 reconciler.cache = VerdictCache(size=0)
             await all_in_phase(reconciler, "Ready", models)

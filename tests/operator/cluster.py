@@ -115,6 +115,7 @@ async def running_operator(
     liveness: str | None = None,
     login: Callable[..., Any] | None = None,
     namespaces: tuple[str, ...] = (),
+    ready_timeout: float = 10.0,
 ) -> AsyncIterator[Reconciler]:
     """The operator's handlers in kopf, in this event loop, logged in to kmock (or ``login``'s cluster)."""
     reconciler = Reconciler(settings)
@@ -140,12 +141,12 @@ async def running_operator(
             liveness_endpoint=liveness,
         )
     )
-    await asyncio.wait_for(ready.wait(), 10)
+    await asyncio.wait_for(ready.wait(), ready_timeout)
     try:
         yield reconciler
     finally:
         stop.set()
-        await asyncio.wait_for(task, 15)
+        await asyncio.wait_for(task, max(15.0, ready_timeout))
 
 
 OPERATOR_PUB = (SOCAIR / "operator.pub").read_text()
