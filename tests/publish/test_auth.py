@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from modelseal.errors import InputError
-from modelseal.publish.auth import Credentials, load_docker_config, parse_challenge, parse_docker_config
+from modelseal.publish.auth import Credentials, load_docker_config, parse_docker_config
+from modelseal.publish.challenge import parse_challenge
 
 
 def b64(text: str) -> str:

@@ -24,7 +24,7 @@ from typing import Any
 
 from modelseal.errors import InputError, OperationalError
 
-__all__ = ["Challenge", "Credentials", "DockerConfig", "load_docker_config", "parse_challenge"]
+__all__ = ["Credentials", "DockerConfig", "load_docker_config", "parse_docker_config"]
 
 MAX_CONFIG_BYTES = 1024 * 1024
 _DOCKER_HUB = {"docker.io", "index.docker.io", "registry-1.docker.io"}
@@ -175,29 +175,3 @@ def parse_docker_config(data: bytes, *, source: str) -> DockerConfig:
     if store is not None and not isinstance(store, str):
         raise InputError(f"docker config {source}: credsStore is not a string")
     return DockerConfig(source, dict(auths or {}), dict(helpers), store or None)
-
-
-@dataclass(frozen=True)
-class Challenge:
-    """A parsed ``WWW-Authenticate`` header."""
-
-    scheme: str
-    params: dict[str, str]
-
-
-_PARAM = re.compile(r'\s*([A-Za-z0-9_-]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,]*))\s*,?')
-
-
-def parse_challenge(header: str) -> Challenge:
-    """``Bearer realm="https://auth",service="reg",scope="repository:x:pull"`` -> Challenge."""
-    scheme, _, rest = header.strip().partition(" ")
-    params: dict[str, str] = {}
-    pos = 0
-    while pos < len(rest):
-        m = _PARAM.match(rest, pos)
-        if m is None or m.end() == pos:
-            break
-        value = m.group(2) if m.group(2) is not None else m.group(3)
-        params[m.group(1).lower()] = re.sub(r"\\(.)", r"\1", value)
-        pos = m.end()
-    return Challenge(scheme.lower(), params)

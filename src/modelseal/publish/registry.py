@@ -22,7 +22,8 @@ from typing import Protocol
 import httpx
 
 from modelseal.errors import InputError, RegistryError
-from modelseal.publish.auth import Credentials, parse_challenge
+from modelseal.publish.auth import Credentials
+from modelseal.publish.challenge import Authenticator
 from modelseal.publish.reference import ImageReference
 
 __all__ = ["MANIFEST_TYPES", "RegistryClient", "StreamDigester"]
@@ -92,7 +93,6 @@ class RegistryClient:
         self.retries = retries
         self.backoff = backoff
         self.chunk_size = chunk_size
-        self._credentials = credentials
         self._authorization: str | None = None
         self._scopes: set[str] = {f"repository:{self.repository}:pull,push"}
         verify: ssl.SSLContext | bool = True
@@ -108,6 +108,7 @@ class RegistryClient:
             follow_redirects=False,
             headers={"User-Agent": user_agent},
         )
+        self._auth = Authenticator(self.host, self.base, plain_http, credentials, self._client)
 
     def close(self) -> None:
         """Close the connection pool."""
@@ -192,71 +193,7 @@ class RegistryClient:
 
     def _authenticate(self, response: httpx.Response) -> None:
         header = response.headers.get("WWW-Authenticate", "")
-        challenge = parse_challenge(header)
-        creds = self._credentials
-        if challenge.scheme == "basic":
-            basic = creds.basic() if creds else None
-            if basic is None:
-                raise RegistryError(
-                    f"the registry {self.host} requires credentials, and none are configured for it"
-                )
-            if not self.plain_http or self.host.split(":")[0] in ("127.0.0.1", "localhost", "[::1]"):
-                self._authorization = basic
-                return
-            raise RegistryError(f"refusing to send a password to {self.host} over plain HTTP")
-        if challenge.scheme == "bearer":
-            self._authorization = "Bearer " + self._fetch_token(challenge.params)
-            return
-        raise RegistryError(f"the registry {self.host} asks for unsupported authentication {header!r}")
-
-    def _fetch_token(self, params: dict[str, str]) -> str:
-        realm = params.get("realm", "")
-        parts = urllib.parse.urlsplit(realm)
-        if parts.scheme not in ("https", "http") or not parts.netloc:
-            raise RegistryError(f"the registry {self.host} names an invalid token service {realm!r}")
-        same_host = parts.hostname == urllib.parse.urlsplit(self.base).hostname
-        if parts.scheme == "http" and not (self.plain_http and same_host):
-            raise RegistryError(f"refusing to fetch a token from {realm} over plain HTTP")
-        query: list[tuple[str, str | int | float | bool | None]] = (
-            [("service", params["service"])] if "service" in params else []
-        )
-        query += [("scope", s) for s in sorted(self._scopes)]
-        creds = self._credentials
-        if creds is not None and creds.registry_token:
-            return creds.registry_token
-        try:
-            if creds is not None and creds.identity_token:
-                form = {
-                    "grant_type": "refresh_token",
-                    "refresh_token": creds.identity_token,
-                    "client_id": "modelseal",
-                    "service": params.get("service", ""),
-                    "scope": " ".join(sorted(self._scopes)),
-                }
-                response = self._client.post(realm, data=form)
-            else:
-                headers = {}
-                basic = creds.basic() if creds else None
-                if basic:
-                    headers["Authorization"] = basic
-                response = self._client.get(realm, params=query, headers=headers)
-        except httpx.TransportError as e:
-            raise RegistryError(f"token service {parts.netloc} unreachable: {type(e).__name__}") from None
-        if response.status_code in (401, 403):
-            raise RegistryError(
-                f"the token service {parts.netloc} refused the credentials for {self.host}"
-                f" (HTTP {response.status_code})"
-            )
-        if response.status_code != 200:
-            raise RegistryError(f"token service {parts.netloc}: HTTP {response.status_code}")
-        try:
-            doc = response.json()
-            token = doc.get("token") or doc.get("access_token")
-        except (ValueError, AttributeError):
-            token = None
-        if not isinstance(token, str) or not token:
-            raise RegistryError(f"token service {parts.netloc} returned no token")
-        return token
+        self._authorization = self._auth.answer(header, self._scopes)
 
     # -- blobs -------------------------------------------------------------------------
 
