@@ -158,3 +158,34 @@ def test_the_sample_model_always_makes_the_same_image(cli: Run, registry: Regist
     doc = json.loads(r.out)
     assert doc["digest"] == "sha256:025962330cb7733c2d06f97ecf3cfdc1a50018fee62637b83c89951af32ace80"
     assert doc["fingerprint"] != ""
+
+
+def test_inspect_binds_an_attested_digest_to_the_image(cli: Run, registry: Registry) -> None:
+    model = SAMPLE / "model.safetensors"
+    published = cli("publish", "--image", f"{registry.host}/m/bound:v1", "--plain-http", model).out.strip()
+    sha = hashlib.sha256(model.read_bytes()).hexdigest()
+    ok = cli("publish", "inspect", published, "--plain-http", "--expect-sha256", sha.upper())
+    assert ok.code == 0 and ok.err == ""
+    bad = cli("publish", "inspect", published, "--plain-http", "--expect-sha256", "a" * 64)
+    assert bad.code == 1
+    assert (
+        bad.err
+        == f"error: {published}: the primary file model.safetensors is recorded as {sha}, not {'a' * 64}\n"
+    )
+    tagged = cli(
+        "publish", "inspect", f"oci://{registry.host}/m/bound:v1", "--plain-http", "--expect-sha256", sha
+    )
+    assert tagged.code == 0 and tagged.err.startswith("warning: ") and "is not pinned by digest" in tagged.err
+
+
+def test_check_primary_without_a_recorded_digest() -> None:
+    from modelseal.errors import VerificationError
+    from modelseal.publish.contents import check_primary
+
+    info = {
+        "image": "oci://r/m@sha256:" + "0" * 64,
+        "primary": None,
+        "files": [{"path": "x", "sha256": None}],
+    }
+    with pytest.raises(VerificationError, match="records no SHA-256 for its primary file"):
+        check_primary(info, "a" * 64)

@@ -60,6 +60,11 @@ def register(commands: Any) -> None:
     inspect = commands.add_parser("publish-inspect", prog="modelseal publish inspect", help=argparse.SUPPRESS)
     inspect.add_argument("image", metavar="oci://REGISTRY/REPO@sha256:...")
     inspect.add_argument("--json", action="store_true", help="print the files as JSON")
+    inspect.add_argument(
+        "--expect-sha256",
+        metavar="HEX",
+        help="fail (exit 1) unless the primary file is recorded with this digest",
+    )
     _registry_options(inspect)
     inspect.set_defaults(handler=inspect_cmd)
 
@@ -159,14 +164,21 @@ def _write_result(path: Path, doc: dict[str, Any]) -> None:
 
 def inspect_cmd(args: argparse.Namespace) -> int:
     """``modelseal publish inspect``."""
-    from modelseal.publish.contents import describe
+    from modelseal.publish.contents import check_primary, describe
     from modelseal.publish.reference import parse_reference
 
     ref = parse_reference(args.image, allow_oci_scheme=True)
     if ref.digest is None and ref.tag is None:
         raise UsageError(f"{args.image!r}: give a digest (@sha256:...) or a tag")
+    if ref.digest is None and args.expect_sha256:
+        print(
+            f"warning: {args.image} is not pinned by digest: a tag can move; pin it with @sha256:",
+            file=sys.stderr,
+        )
     with _client(ref, args) as client:
         info = describe(client, ref)
+    if args.expect_sha256:
+        check_primary(info, args.expect_sha256)
     if args.json:
         print(json.dumps(info, indent=2))
         return 0

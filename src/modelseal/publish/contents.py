@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from modelseal.errors import RegistryError
+from modelseal.errors import RegistryError, VerificationError
 from modelseal.publish import layout
 from modelseal.publish.reference import ImageReference
 from modelseal.publish.registry import RegistryClient
 
-__all__ = ["describe"]
+__all__ = ["check_primary", "describe"]
 
 
 def describe(client: RegistryClient, ref: ImageReference) -> dict[str, Any]:
@@ -55,3 +55,27 @@ def describe(client: RegistryClient, ref: ImageReference) -> dict[str, Any]:
         "source": notes.get(layout.ANN_SOURCE),
         "files": files,
     }
+
+
+def check_primary(info: dict[str, Any], sha256: str) -> None:
+    """The consumer check for ``oci://`` sources: the image records ``sha256`` for its primary file.
+
+    ``info`` is :func:`describe`'s result. This binds an attestation's digest
+    (``spec.sha256``) to an image without pulling its layers.
+
+    Raises:
+        VerificationError: another digest is recorded, or none is.
+    """
+    want = sha256.strip().lower()
+    files = info.get("files") or []
+    primary = info.get("primary") or (files[0]["path"] if files else None)
+    entry = next((f for f in files if f.get("path") == primary), None)
+    if entry is None or not entry.get("sha256"):
+        raise VerificationError(
+            f"{info.get('image')}: the image records no SHA-256 for its primary file,"
+            f" so {want} cannot be checked"
+        )
+    if entry["sha256"] != want:
+        raise VerificationError(
+            f"{info.get('image')}: the primary file {primary} is recorded as {entry['sha256']}, not {want}"
+        )
