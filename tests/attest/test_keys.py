@@ -115,9 +115,12 @@ def test_keyring_from_directory_file_and_mapping(tmp_path: Path) -> None:
         "again.pub": (SOCAIR / "operator.pub").read_bytes(),
     }
     assert list(Keyring.from_mapping(data, source="cm")) == [FIXTURE_KEYID]
-    with pytest.raises(KeyFileError, match="no trusted keys in cm"):
+    with pytest.raises(KeyFileError, match="cm: no trusted keys"):
         Keyring.from_mapping({"a.txt": "x"}, source="cm")
-    with pytest.raises(KeyFileError, match=r"cm key 'bad.pub' is not a PEM public key"):
+    with pytest.raises(KeyFileError, match=r"^cm: no trusted keys$") as info:
+        Keyring.from_mapping({}, source="cm")
+    assert info.value.reason == "no_trusted_keys"
+    with pytest.raises(KeyFileError, match=r"cm: key 'bad.pub' is not a PEM public key"):
         Keyring.from_mapping({"bad.pub": "x"}, source="cm")
     with pytest.raises(KeyFileError, match="no trusted keys in"):
         Keyring.from_path(tmp_path)

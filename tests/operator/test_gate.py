@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from modelseal.attest.private_keys import SigningKey, generate_key
-from modelseal.attest.verdict import Mode
+from modelseal.attest.verdict import Mode, Reason
 from modelseal.operator.conditions import desired_status
 from modelseal.operator.gate import ConfigMapRead, GateOutcome, VerdictCache, evaluate_gate
 from modelseal.operator.settings import OperatorSettings
@@ -199,10 +199,9 @@ def test_trusted_keys_configmap_missing() -> None:
 
 
 def test_trusted_keys_configmap_empty() -> None:
-    refused(
-        gate(keys=ConfigMapRead({"README": "no keys here"})),
-        "trusted keys ConfigMap default/socair-trusted-keys: no trusted keys",
-    )
+    outcome = gate(keys=ConfigMapRead({"README": "no keys here"}))
+    refused(outcome, "trusted keys ConfigMap default/socair-trusted-keys: no trusted keys")
+    assert outcome is not None and outcome.code is Reason.NO_TRUSTED_KEYS
 
 
 def test_trusted_keys_configmap_with_a_bad_key() -> None:

@@ -223,16 +223,20 @@ class Keyring(Mapping[str, PublicKey]):
     def from_mapping(cls, entries: Mapping[str, str | bytes], *, source: str) -> Keyring:
         """Keys from a name -> PEM mapping (a ConfigMap's data): entries ending ``.pub``.
 
+        Messages read ``<source>: no trusted keys`` and ``<source>: key 'x.pub' ...``,
+        LLMKube's wording for its trusted-keys ConfigMap.
+
         Raises:
-            KeyFileError: an entry cannot be parsed, or none ends in ``.pub``.
+            KeyFileError: an entry cannot be parsed, or none ends in ``.pub``
+                (reason ``no_trusted_keys``).
         """
         keys = [
-            load_public_key(entries[name], source=f"{source} key {name!r}")
+            load_public_key(entries[name], source=f"{source}: key {name!r}")
             for name in sorted(entries)
             if name.endswith(".pub")
         ]
         if not keys:
-            raise KeyFileError(f"no trusted keys in {source} (no entry ends in .pub)")
+            raise KeyFileError(f"{source}: no trusted keys", reason="no_trusted_keys")
         return cls(keys)
 
 

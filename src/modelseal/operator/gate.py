@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from modelseal.attest.keys import Keyring, PublicKey, load_public_key
+from modelseal.attest.keys import Keyring, PublicKey
 from modelseal.attest.policy import TrustPolicy
 from modelseal.attest.verdict import Mode, Reason, Verdict
 from modelseal.attest.verifier import ExpectedDigest, evaluate
@@ -129,17 +129,11 @@ def _keyring(settings: OperatorSettings, trusted: ConfigMapRead | None) -> list[
     ref = settings.trusted_keys_ref
     if trusted is None or trusted.error is not None:
         raise _RefusedError(f"read trusted keys ConfigMap {ref}: {trusted.error if trusted else 'not read'}")
-    names = [n for n in trusted.entries() if n.endswith(".pub")]
-    if not names:
-        raise _RefusedError(f"trusted keys ConfigMap {ref}: no trusted keys", Reason.NO_TRUSTED_KEYS)
-    keys = []
-    for name in names:
-        pem = trusted.get(name)
-        try:
-            keys.append(load_public_key(pem or b"", source=f"key {name!r}"))
-        except KeyFileError as e:
-            raise _RefusedError(f"trusted keys ConfigMap {ref}: {e}") from None
-    return keys
+    entries = {name: trusted.get(name) or b"" for name in trusted.entries()}
+    try:
+        return list(Keyring.from_mapping(entries, source=f"trusted keys ConfigMap {ref}").values())
+    except KeyFileError as e:
+        raise _RefusedError(e.message, Reason(e.reason) if e.reason else Reason.INPUT_UNREADABLE) from None
 
 
 def _policy(settings: OperatorSettings, keys: list[PublicKey]) -> TrustPolicy:
