@@ -4,7 +4,7 @@ from modelseal.attest.private_keys import generate_key
 from modelseal.operator.conditions import desired_status, status_patch, transitions
 from modelseal.operator.gate import ConfigMapRead
 from tests.conftest import FIXTURE_NOW
-from tests.operator.test_gate import KEYS, SPEC, gate
+from tests.operator.test_gate import KEYS, gate
 
 
 def test_unchanged_status_is_not_patched_and_times_hold() -> None:
@@ -49,4 +49,3 @@ def test_off_removes_a_stale_attestation_condition() -> None:
     off = desired_status(enforced, 1, None, FIXTURE_NOW)
     assert "AttestationVerified" not in {c["type"] for c in off["conditions"]}
     assert off["sha256"] == "kept" and off["phase"] == "Ready"
-    assert SPEC["sha256"]

@@ -143,8 +143,6 @@ async def test_periodic_recheck_catches_what_no_watch_reported(k8s: Any, cluster
 
 async def test_the_operator_only_does_what_its_cluster_role_allows(k8s: Any, cluster: Cluster) -> None:
     """Every API call the operator (kopf and modelseal) makes fits deploy/rbac.yaml."""
-    import yaml
-
     from tests.test_deploy import by_kind
 
     [role] = by_kind("ClusterRole")
@@ -192,7 +190,6 @@ async def test_the_operator_only_does_what_its_cluster_role_allows(k8s: Any, clu
     assert used, "no API calls were recorded"
     assert used <= allowed, used - allowed
     assert ("inference.llmkube.dev", "models/status", "patch") in used and ("", "events", "create") in used
-    assert yaml is not None
 
 
 async def test_metrics_and_liveness(k8s: Any, cluster: Cluster) -> None:

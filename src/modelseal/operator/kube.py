@@ -99,20 +99,6 @@ class KubeApi:
         body = r.json()
         return ConfigMapRead.from_object(body if isinstance(body, dict) else {})
 
-    async def get_model(self, namespace: str, name: str) -> dict[str, Any] | None:
-        """A Model, or None when it is gone.
-
-        Raises:
-            KubeError: the API refused or failed.
-        """
-        r = await self._call("GET", f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}/{name}")
-        if r.status_code == 404:
-            return None
-        if r.status_code != 200:
-            raise KubeError(f"read Model {namespace}/{name}: {self._message(r)}")
-        body: dict[str, Any] = r.json()
-        return body
-
     async def patch_model_status(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
         """Merge-patch ``status`` through the status subresource.
 
