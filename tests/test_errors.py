@@ -55,4 +55,8 @@ def test_progress_bar_draws_only_when_enabled() -> None:
         bar.advance(1024)
     assert "hashing [" in shown.getvalue() and "100.0%" in shown.getvalue()
     assert shown.getvalue().endswith("\n")
+    unknown = io.StringIO()
+    with ProgressBar("staging", stream=unknown, enabled=True) as bar:  # total unknown: bytes and rate
+        bar.advance(2048)
+    assert unknown.getvalue().startswith("\rstaging 2.0 KiB ") and "%" not in unknown.getvalue()
     assert human_bytes(1536) == "1.5 KiB" and human_bytes(3) == "3 B"

@@ -110,7 +110,8 @@ def key_gen(args: argparse.Namespace) -> int:
 
 
 def _hash(path: str, jobs: int | None = None) -> tuple[str, DirectoryDigest | None]:
-    with ProgressBar(f"hashing {Path(path).name}", total_size(path)) as bar:
+    total = total_size(path) if ProgressBar.wanted() else 0  # sizing a directory walks it once more
+    with ProgressBar(f"hashing {Path(path).name}", total) as bar:
         return digest_path(path, workers=jobs, progress=bar.advance)
 
 

@@ -23,20 +23,28 @@ class ProgressBar:
     """Counts bytes; redraws at most ten times a second; thread-safe.
 
     Disabled (every call a no-op) unless both stdout and the stream are
-    terminals, so pipes, files and ``--json`` output stay clean.
+    terminals, so pipes, files and ``--json`` output stay clean. A total of 0
+    means unknown (downloads whose size the origin does not say): the bar then
+    shows bytes and rate without a percentage.
     """
 
     def __init__(
-        self, label: str, total: int, *, stream: TextIO | None = None, enabled: bool | None = None
+        self, label: str, total: int = 0, *, stream: TextIO | None = None, enabled: bool | None = None
     ) -> None:
         self._stream = stream or sys.stderr
-        if enabled is None:
-            enabled = self._stream.isatty() and sys.stdout.isatty()
-        self.enabled = enabled and total > 0
+        self.enabled = self.wanted(self._stream) if enabled is None else enabled
         self.label, self.total, self.done = label, total, 0
         self._start = time.monotonic()
         self._drawn = 0.0
         self._lock = threading.Lock()
+
+    @staticmethod
+    def wanted(stream: TextIO | None = None) -> bool:
+        """Whether a bar would be drawn (both stdout and the stream are terminals).
+
+        Callers use it to skip work that only a bar needs, such as sizing a directory.
+        """
+        return (stream or sys.stderr).isatty() and sys.stdout.isatty()
 
     def advance(self, n: int) -> None:
         """Record ``n`` more bytes done."""
@@ -45,15 +53,19 @@ class ProgressBar:
         with self._lock:
             self.done += n
             now = time.monotonic()
-            if now - self._drawn >= 0.1 or self.done >= self.total:
+            if now - self._drawn >= 0.1 or (self.total and self.done >= self.total):
                 self._drawn = now
                 self._draw(now)
 
     def _draw(self, now: float) -> None:
+        rate = self.done / max(now - self._start, 1e-6)
+        if not self.total:
+            self._stream.write(f"\r{self.label} {human_bytes(self.done)} {human_bytes(rate)}/s ")
+            self._stream.flush()
+            return
         frac = min(1.0, self.done / self.total)
         width = 30
         bar = "#" * int(frac * width) + "-" * (width - int(frac * width))
-        rate = self.done / max(now - self._start, 1e-6)
         self._stream.write(
             f"\r{self.label} [{bar}] {frac * 100:5.1f}% {human_bytes(self.done)}/{human_bytes(self.total)}"
             f" {human_bytes(rate)}/s "

@@ -228,7 +228,7 @@ def stage_cmd(args: argparse.Namespace) -> int:
     plans = plan_stage(args.source, args.files, sha256=args.sha256, file_sha256=pins)
     cap = parse_quantity(args.download_max_in_flight) if args.download_max_in_flight else None
     token = os.environ.get("HF_TOKEN") or None
-    with ProgressBar("staging", 0) as bar, Stager(
+    with ProgressBar("staging") as bar, Stager(
         Path(args.to), concurrency=args.download_concurrency, max_in_flight=cap, retries=args.retries,
         hf_token=token, progress=bar.advance,
     ) as stager:  # fmt: skip
