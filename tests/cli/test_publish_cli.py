@@ -189,3 +189,30 @@ def test_check_primary_without_a_recorded_digest() -> None:
     }
     with pytest.raises(VerificationError, match="records no SHA-256 for its primary file"):
         check_primary(info, "a" * 64)
+
+
+def test_result_file_in_a_folder_without_write_access_is_written_in_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A non-root container cannot create files in /dev; its termination log is written in place."""
+    import os
+
+    from modelseal.cli.publish_commands import _write_result
+
+    folder = tmp_path / "dev"
+    folder.mkdir()
+    log = folder / "termination-log"
+    log.write_text("")
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode: False if Path(p) == folder else real_access(p, mode))
+    created: list[str] = []
+    monkeypatch.setattr(
+        "modelseal.cli.publish_commands.write_atomic", lambda *a, **k: created.append("atomic")
+    )
+    doc = {"image": "oci://r/m@sha256:" + "a" * 64, "digest": "sha256:" + "a" * 64, "tag": "v1",
+           "fingerprint": "sha256:" + "b" * 64, "files": []}  # fmt: skip
+    _write_result(log, doc)
+    assert created == [] and json.loads(log.read_text()) == doc
+    other = tmp_path / "result.json"
+    _write_result(other, doc)
+    assert created == ["atomic"]  # an ordinary file still goes through temp-then-rename

@@ -148,14 +148,21 @@ def _compact(doc: dict[str, Any]) -> bytes:
 
 def _write_result(path: Path, doc: dict[str, Any]) -> None:
     data = _compact(doc)
+    # A file that cannot be replaced by a rename is written in place: a special file, a
+    # bind mount (a container's /dev/termination-log), or one in a folder we may not create
+    # files in (/dev for a non-root container).
     try:
-        special = path.exists() and (not stat.S_ISREG(path.stat().st_mode) or os.path.ismount(path))
+        in_place = path.exists() and (
+            not stat.S_ISREG(path.stat().st_mode)
+            or os.path.ismount(path)
+            or not os.access(path.parent, os.W_OK)
+        )
     except OSError:
-        special = False
-    if not special and path.name != "termination-log":
+        in_place = False
+    if not in_place:
         write_atomic(path, data)
         return
-    try:  # a bind-mounted termination log cannot be replaced, only written
+    try:
         with path.open("wb") as f:
             f.write(data)
     except OSError as e:
