@@ -4,23 +4,30 @@ Conditions carry ``observedGeneration`` and keep ``lastTransitionTime`` while
 their status holds. enforce + refused: ``phase=Failed``, ``Degraded=True``
 and ``Available=False`` with the gate's reason and message; admitted (or
 warn, or off): ``phase=Ready``, ``Available=True``, and a Degraded left by an
-earlier refusal is cleared.
+earlier refusal is cleared. With ``prefetchOCI``, Ready also waits for the
+publication of the current fingerprint: ``Downloading`` while its Job runs,
+``Failed`` (Degraded, reason ``PublicationFailed``) when it fails.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from modelseal.operator.gate import REASON_REJECTED, GateOutcome
+from modelseal.operator.publication import FAILED, SUCCEEDED, Publication
 
 __all__ = ["ATTESTATION_VERIFIED", "Transition", "desired_status", "status_patch", "transitions"]
 
 ATTESTATION_VERIFIED = "AttestationVerified"
 AVAILABLE = "Available"
 DEGRADED = "Degraded"
+REASON_PUBLICATION_FAILED = "PublicationFailed"
+REASON_PUBLISHING = "Publishing"
+_CLEARABLE = (REASON_REJECTED, REASON_PUBLICATION_FAILED)
 
 
 @dataclass(frozen=True)
@@ -67,10 +74,23 @@ def _set(
 
 
 def desired_status(
-    status: Mapping[str, Any], generation: int, outcome: GateOutcome | None, now: datetime
+    status: Mapping[str, Any],
+    generation: int,
+    outcome: GateOutcome | None,
+    now: datetime,
+    publication: Publication | None = None,
 ) -> dict[str, Any]:
-    """The status the Model should have after this decision (other fields untouched)."""
+    """The status the Model should have after this decision (other fields untouched).
+
+    ``publication`` is the state of ``spec.prefetchOCI``'s publication (None:
+    the Model has none, or a refusal kept it from starting).
+    """
     conditions = _conditions(status)
+    out = {k: v for k, v in status.items() if k != "prefetchOCI"}
+    if publication is not None:
+        out["prefetchOCI"] = publication.to_status()
+    elif isinstance(status.get("prefetchOCI"), dict) and outcome is not None and outcome.blocks:
+        out["prefetchOCI"] = status["prefetchOCI"]  # a refusal pauses the publication, it does not erase it
     if outcome is None:
         conditions = [c for c in conditions if c["type"] != ATTESTATION_VERIFIED]
     else:
@@ -87,17 +107,32 @@ def desired_status(
         phase = "Failed"
         _set(conditions, DEGRADED, True, REASON_REJECTED, outcome.message, generation, now)
         _set(conditions, AVAILABLE, False, REASON_REJECTED, outcome.message, generation, now)
-    else:
-        phase = "Ready"
-        note = "the model passed the attestation gate"
-        if outcome is not None and not outcome.admitted:
-            note = "warn mode: the attestation was not admitted, and the model is not blocked"
-        elif outcome is None:
-            note = "the attestation gate is off"
-        _set(conditions, AVAILABLE, True, "ModelReady", note, generation, now)
-        if any(c["type"] == DEGRADED and c.get("reason") == REASON_REJECTED for c in conditions):
-            _set(conditions, DEGRADED, False, "Superseded", "the attestation is admitted", generation, now)
-    return {**status, "phase": phase, "conditions": conditions}
+        return {**out, "phase": phase, "conditions": conditions}
+    if publication is not None and publication.phase == FAILED:
+        _set(conditions, DEGRADED, True, REASON_PUBLICATION_FAILED, publication.message, generation, now)
+        _set(conditions, AVAILABLE, False, REASON_PUBLICATION_FAILED, publication.message, generation, now)
+        return {**out, "phase": "Failed", "conditions": conditions}
+    stale = next((c for c in conditions if c["type"] == DEGRADED and c.get("reason") in _CLEARABLE), None)
+    if stale is not None:
+        cleared = (
+            "the attestation is admitted"
+            if stale["reason"] == REASON_REJECTED
+            else "the publication recovered"
+        )
+        _set(conditions, DEGRADED, False, "Superseded", cleared, generation, now)
+    if publication is not None and publication.phase != SUCCEEDED:
+        note = f"publishing the model's files: {publication.message or publication.phase}"
+        _set(conditions, AVAILABLE, False, REASON_PUBLISHING, note, generation, now)
+        return {**out, "phase": "Downloading", "conditions": conditions}
+    note = "the model passed the attestation gate"
+    if outcome is not None and not outcome.admitted:
+        note = "warn mode: the attestation was not admitted, and the model is not blocked"
+    elif outcome is None:
+        note = "the attestation gate is off"
+    if publication is not None:
+        note += f"; its files are published as {publication.image}"
+    _set(conditions, AVAILABLE, True, "ModelReady", note, generation, now)
+    return {**out, "phase": "Ready", "conditions": conditions}
 
 
 def _comparable(status: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -105,14 +140,21 @@ def _comparable(status: Mapping[str, Any]) -> tuple[Any, ...]:
         (c.get("type"), c.get("status"), c.get("reason"), c.get("message"), c.get("observedGeneration"))
         for c in _conditions(status)
     )
-    return status.get("phase"), tuple(conditions)
+    publication = status.get("prefetchOCI")
+    return status.get("phase"), tuple(conditions), json.dumps(publication, sort_keys=True)
 
 
 def status_patch(current: Mapping[str, Any], desired: Mapping[str, Any]) -> dict[str, Any] | None:
     """A merge patch for ``status`` when something changed, else None."""
     if _comparable(current) == _comparable(desired):
         return None
-    return {"status": {"phase": desired["phase"], "conditions": desired["conditions"]}}
+    patch = {"phase": desired["phase"], "conditions": desired["conditions"]}
+    if "prefetchOCI" in desired:
+        # replaced whole: a merge patch would keep fields the new value leaves out
+        patch["prefetchOCI"] = {**dict.fromkeys(current.get("prefetchOCI") or {}), **desired["prefetchOCI"]}
+    elif "prefetchOCI" in current:
+        patch["prefetchOCI"] = None
+    return {"status": patch}
 
 
 def transitions(current: Mapping[str, Any], desired: Mapping[str, Any]) -> list[Transition]:
@@ -126,6 +168,19 @@ def transitions(current: Mapping[str, Any], desired: Mapping[str, Any]) -> list[
     ):
         kind = "Normal" if new["status"] == "True" else "Warning"
         out.append(Transition(kind, new["reason"], new["message"]))
+    before_pub, after_pub = current.get("prefetchOCI") or {}, desired.get("prefetchOCI") or {}
+    if after_pub and (before_pub.get("phase"), before_pub.get("fingerprint")) != (
+        after_pub.get("phase"),
+        after_pub.get("fingerprint"),
+    ):
+        detail = after_pub.get("image") if after_pub["phase"] == SUCCEEDED else after_pub.get("message")
+        out.append(
+            Transition(
+                "Warning" if after_pub["phase"] == FAILED else "Normal",
+                f"Publication{after_pub['phase']}",
+                f"prefetchOCI {after_pub['phase']}: {detail or after_pub.get('jobName') or ''}".rstrip(": "),
+            )
+        )
     if current.get("phase") != desired.get("phase"):
         kind = "Warning" if desired["phase"] == "Failed" else "Normal"
         out.append(

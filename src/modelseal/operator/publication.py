@@ -1,0 +1,199 @@
+"""``status.prefetchOCI`` from what the cluster shows: the Job, its pods, the publisher's result.
+
+Pure: the reconciler reads the Job and its pods and hands them here. The
+publication moves Pending -> Running -> Succeeded or Failed; Succeeded
+requires the publisher's termination message to name the planned
+destination, pinned by digest, and the planned files, primary first.
+Anything else fails closed, with a one-line reason.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from modelseal.errors import Error, InputError
+from modelseal.publish.reference import parse_reference
+
+__all__ = [
+    "FINGERPRINT_ANNOTATION",
+    "JobView",
+    "Publication",
+    "failure_text",
+    "parse_result",
+    "publisher_result",
+]
+
+FINGERPRINT_ANNOTATION = "modelseal.dev/fingerprint"
+PENDING, RUNNING, SUCCEEDED, FAILED = "Pending", "Running", "Succeeded", "Failed"
+_MESSAGE_LIMIT = 512
+
+
+@dataclass(frozen=True)
+class Publication:
+    """One ``status.prefetchOCI`` value."""
+
+    phase: str
+    fingerprint: str
+    generation: int
+    job_name: str = ""
+    image: str = ""
+    files: tuple[str, ...] = ()
+    message: str = ""
+
+    def to_status(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"phase": self.phase, "fingerprint": self.fingerprint,
+                               "observedGeneration": self.generation}  # fmt: skip
+        if self.job_name:
+            out["jobName"] = self.job_name
+        if self.image:
+            out["image"] = self.image
+        if self.files:
+            out["files"] = list(self.files)
+        if self.message:
+            out["message"] = self.message
+        return out
+
+    @property
+    def in_progress(self) -> bool:
+        return self.phase in (PENDING, RUNNING)
+
+
+@dataclass(frozen=True)
+class JobView:
+    """What the operator needs of a Job."""
+
+    name: str
+    uid: str
+    fingerprint: str
+    owner_uid: str
+    active: int
+    complete: bool
+    failed: bool
+    reason: str
+
+    @classmethod
+    def from_object(cls, job: Mapping[str, Any]) -> JobView:
+        meta, status = job.get("metadata") or {}, job.get("status") or {}
+        owner = next(
+            (
+                o
+                for o in meta.get("ownerReferences") or []
+                if isinstance(o, dict) and o.get("kind") == "Model"
+            ),
+            {},
+        )
+        complete = failed = False
+        reason = ""
+        for c in status.get("conditions") or []:
+            if not isinstance(c, dict) or c.get("status") != "True":
+                continue
+            if c.get("type") in ("Complete", "SuccessCriteriaMet"):
+                complete = True
+            elif c.get("type") in ("Failed", "FailureTarget"):
+                failed = True
+                reason = str(c.get("message") or c.get("reason") or "")
+        return cls(
+            name=str(meta.get("name", "")),
+            uid=str(meta.get("uid", "")),
+            fingerprint=str((meta.get("annotations") or {}).get(FINGERPRINT_ANNOTATION, "")),
+            owner_uid=str(owner.get("uid", "")),
+            active=int(status.get("active") or 0),
+            complete=complete and not failed,
+            failed=failed,
+            reason=reason,
+        )
+
+
+def _one_line(text: str) -> str:
+    """The last meaningful line of a log tail, bounded, printable."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    last = lines[-1] if lines else ""
+    last = "".join(ch if ch.isprintable() else " " for ch in last)
+    return last if len(last) <= _MESSAGE_LIMIT else last[: _MESSAGE_LIMIT - 3] + "..."
+
+
+def _job_pods(pods: Sequence[Mapping[str, Any]], job: JobView) -> list[Mapping[str, Any]]:
+    """The Job's own pods (by controller reference, else by the job-name labels), oldest first."""
+
+    def owned(pod: Mapping[str, Any]) -> bool:
+        meta = pod.get("metadata") or {}
+        refs = [
+            o for o in meta.get("ownerReferences") or [] if isinstance(o, dict) and o.get("kind") == "Job"
+        ]
+        if refs:
+            return any(
+                o.get("uid") == job.uid or (not o.get("uid") and o.get("name") == job.name) for o in refs
+            )
+        labels = meta.get("labels") or {}
+        return job.name in (labels.get("batch.kubernetes.io/job-name"), labels.get("job-name"))
+
+    mine = [p for p in pods if owned(p)]
+    return sorted(mine, key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp", "")))
+
+
+def _terminated(pod: Mapping[str, Any], container: str) -> Mapping[str, Any] | None:
+    status = pod.get("status") or {}
+    for entry in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
+        if isinstance(entry, dict) and entry.get("name") == container:
+            found = (entry.get("state") or {}).get("terminated")
+            return found if isinstance(found, dict) else None
+    return None
+
+
+def publisher_result(pods: Sequence[Mapping[str, Any]], job: JobView) -> str | None:
+    """The termination message of the publisher that succeeded, if any."""
+    for pod in reversed(_job_pods(pods, job)):
+        done = _terminated(pod, "publisher")
+        if done is not None and done.get("exitCode") == 0:
+            return str(done.get("message") or "")
+    return None
+
+
+def failure_text(pods: Sequence[Mapping[str, Any]], job: JobView) -> str:
+    """Why the Job failed, from its newest failed container (a log tail), else from the Job."""
+    for pod in reversed(_job_pods(pods, job)):
+        for container in ("downloader", "publisher"):
+            done = _terminated(pod, container)
+            if done is not None and done.get("exitCode") not in (0, None):
+                detail = _one_line(str(done.get("message") or "")) or str(done.get("reason") or "")
+                return f"{container} exited {done.get('exitCode')}: {detail or 'no message'}"
+    return _one_line(job.reason) or "the Job failed"
+
+
+def parse_result(message: str, destination: str, files: Sequence[str]) -> tuple[str, tuple[str, ...]]:
+    """The published image and files from the publisher's termination message.
+
+    ``destination`` is ``spec.prefetchOCI.image`` and ``files`` the planned
+    image paths, primary first. A result naming another repository, no
+    digest, or other files is refused.
+
+    Raises:
+        InputError: the message is not the publisher's result for this plan.
+    """
+    try:
+        doc = json.loads(message)
+    except ValueError:
+        raise InputError("the publisher's termination message is not its JSON result") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("image"), str):
+        raise InputError("the publisher's result names no image")
+    image = doc["image"]
+    try:
+        got, want = parse_reference(image, allow_oci_scheme=True), parse_reference(destination)
+    except Error as e:
+        raise InputError(f"the publisher's result: {e}") from None
+    if not image.startswith("oci://") or got.digest is None or got.tag is not None:
+        raise InputError(f"the publisher's result {image!r} is not oci://...@sha256:<digest>")
+    if (got.registry, got.repository) != (want.registry, want.repository):
+        raise InputError(f"the publisher reported {image}, not an image in {want.registry}/{want.repository}")
+    listed = doc.get("files")
+    if listed is None:  # compacted away: the plan is what was published, primary first
+        return image, tuple(files)
+    if not isinstance(listed, list):
+        raise InputError("the publisher's result has a malformed file list")
+    paths = [f.get("path") if isinstance(f, dict) else f for f in listed]
+    if paths != list(files):
+        raise InputError(f"the publisher published {paths}, not the planned {list(files)}")
+    return image, tuple(files)

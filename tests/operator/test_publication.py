@@ -1,0 +1,146 @@
+"""status.prefetchOCI from a Job and its pods, as pure functions."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from modelseal.errors import InputError
+from modelseal.operator.conditions import desired_status, status_patch, transitions
+from modelseal.operator.publication import JobView, Publication, failure_text, parse_result, publisher_result
+
+DIGEST = "sha256:" + "ab" * 32
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+JOB = JobView(name="qwen-publish-1a2b3c4d", uid="job-uid", fingerprint="sha256:f", owner_uid="model-uid",
+              active=0, complete=True, failed=False, reason="")  # fmt: skip
+
+
+def pod(containers: dict[str, tuple[int, str]], *, owner: str = "job-uid", created: str = "2026-11-29T10:00:00Z",
+        labels_only: bool = False) -> dict[str, Any]:  # fmt: skip
+    statuses = [
+        {"name": n, "state": {"terminated": {"exitCode": c, "message": m}}}
+        for n, (c, m) in containers.items()
+    ]
+    meta: dict[str, Any] = {"name": "p", "creationTimestamp": created}
+    if labels_only:
+        meta["labels"] = {"job-name": JOB.name}
+    else:
+        meta["ownerReferences"] = [{"kind": "Job", "name": JOB.name, "uid": owner}]
+    return {
+        "metadata": meta,
+        "status": {"initContainerStatuses": statuses[:1], "containerStatuses": statuses[1:]},
+    }
+
+
+def result(**changes: Any) -> str:
+    doc = {
+        "image": f"oci://reg.example.com/models/qwen@{DIGEST}",
+        "files": [{"path": "model.gguf"}],
+        **changes,
+    }
+    return json.dumps(doc)
+
+
+def test_job_view_reads_conditions_owner_and_fingerprint() -> None:
+    view = JobView.from_object({
+        "metadata": {"name": "j", "uid": "u", "annotations": {"modelseal.dev/fingerprint": "sha256:f"},
+                     "ownerReferences": [{"kind": "Model", "uid": "m"}]},
+        "status": {"active": 1, "conditions": [{"type": "Failed", "status": "True", "message": "backoff"},
+                                               {"type": "Complete", "status": "False"}]},
+    })  # fmt: skip
+    assert (view.fingerprint, view.owner_uid, view.active, view.failed, view.complete) == (
+        "sha256:f",
+        "m",
+        1,
+        True,
+        False,
+    )
+    assert view.reason == "backoff"
+
+
+def test_the_publisher_result_comes_from_the_jobs_own_succeeded_pod() -> None:
+    mine = pod({"downloader": (0, ""), "publisher": (0, result())})
+    stranger = pod(
+        {"downloader": (0, ""), "publisher": (0, "forged")}, owner="other-job", created="2026-11-29T11:00Z"
+    )
+    assert publisher_result([mine, stranger], JOB) == result()
+    assert (
+        publisher_result([pod({"downloader": (0, ""), "publisher": (0, "by label")}, labels_only=True)], JOB)
+        == "by label"
+    )
+    assert publisher_result([pod({"downloader": (1, "boom")})], JOB) is None
+
+
+def test_failure_text_names_the_container_and_the_last_log_line() -> None:
+    older = pod({"downloader": (1, "first try\nmodelseal: error: 404")}, created="2026-11-29T10:00:00Z")
+    newer = pod({"downloader": (0, ""), "publisher": (3, "modelseal: error: registry: 503\n\n")},
+                created="2026-11-29T10:05:00Z")  # fmt: skip
+    assert failure_text([newer, older], JOB) == "publisher exited 3: modelseal: error: registry: 503"
+    assert failure_text([], JOB) == "the Job failed"
+    long = pod({"downloader": (1, "x" * 5000 + "\x1b[31m")})
+    text = failure_text([long], JOB)
+    assert len(text) < 600 and "\x1b" not in text and text.endswith("...")
+
+
+def test_parse_result_accepts_only_this_plans_pinned_image() -> None:
+    image, files = parse_result(result(), "reg.example.com/models/qwen:v1", ["model.gguf"])
+    assert image == f"oci://reg.example.com/models/qwen@{DIGEST}" and files == ("model.gguf",)
+    compacted = json.dumps({"image": image, "truncated": True})
+    assert parse_result(compacted, "reg.example.com/models/qwen:v1", ["a", "b"]) == (image, ("a", "b"))
+    paths_only = result(files=["model.gguf", "tok.json"])
+    assert parse_result(paths_only, "reg.example.com/models/qwen:v1", ["model.gguf", "tok.json"])[1] == (
+        "model.gguf",
+        "tok.json",
+    )
+
+
+@pytest.mark.parametrize(
+    ("message", "reason"),
+    [
+        ("not json", "not its JSON result"),
+        ("[]", "names no image"),
+        (result(image="oci://reg.example.com/models/qwen:v1"), "is not oci://...@sha256:<digest>"),
+        (result(image=f"reg.example.com/models/qwen@{DIGEST}"), "is not oci://...@sha256:<digest>"),
+        (result(image=f"oci://reg.example.com/models/qwen:v1@{DIGEST}"), "is not oci://...@sha256:<digest>"),
+        (
+            result(image=f"oci://evil.example.com/models/qwen@{DIGEST}"),
+            "not an image in reg.example.com/models/qwen",
+        ),
+        (result(image="oci://reg.example.com/models/qwen@sha256:12"), "the digest must be sha256:"),
+        (result(files=[{"path": "other.gguf"}]), "not the planned ['model.gguf']"),
+        (result(files={"model.gguf": 1}), "malformed file list"),
+    ],
+)
+def test_parse_result_refuses(message: str, reason: str) -> None:
+    with pytest.raises(InputError) as e:
+        parse_result(message, "reg.example.com/models/qwen:v1", ["model.gguf"])
+    assert reason in str(e.value)
+
+
+def test_status_follows_the_publication() -> None:
+    running = Publication("Running", "sha256:f", 2, "job", message="Job job is running")
+    status = desired_status({}, 2, None, NOW, running)
+    assert status["phase"] == "Downloading" and status["prefetchOCI"]["phase"] == "Running"
+    done = Publication(
+        "Succeeded", "sha256:f", 2, "job", f"oci://r.example.com/m@{DIGEST}", ("m.gguf",), "ok"
+    )
+    ready = desired_status(status, 2, None, NOW, done)
+    assert ready["phase"] == "Ready" and ready["prefetchOCI"]["image"].endswith(DIGEST)
+    assert [t.reason for t in transitions(status, ready)] == ["PublicationSucceeded", "ModelReady"]
+    failed = desired_status(ready, 3, None, NOW, Publication("Failed", "sha256:g", 3, message="nope"))
+    patch = status_patch(ready, failed)
+    assert patch is not None
+    # fields the failed publication lacks are removed, not kept from the success
+    assert patch["status"]["prefetchOCI"]["image"] is None and patch["status"]["prefetchOCI"]["files"] is None
+    assert failed["phase"] == "Failed"
+    assert (
+        status_patch(
+            failed, desired_status(failed, 3, None, NOW, Publication("Failed", "sha256:g", 3, message="nope"))
+        )
+        is None
+    )
+    gone = desired_status(failed, 4, None, NOW, None)
+    assert status_patch(failed, gone)["status"]["prefetchOCI"] is None  # type: ignore[index]
