@@ -82,6 +82,9 @@ def test_rbac_is_least_privilege() -> None:
         (("inference.llmkube.dev",), ("models/status",)): {"patch"},
         (("",), ("configmaps",)): {"get", "list", "watch"},
         (("",), ("events",)): {"create"},
+        (("batch",), ("jobs",)): {"get", "list", "watch", "create"},
+        (("",), ("pods",)): {"list"},
+        (("",), ("secrets",)): {"get"},
     }
     [binding] = by_kind("ClusterRoleBinding")
     [account] = by_kind("ServiceAccount")
@@ -96,6 +99,7 @@ def test_deployment_runs_the_enforcing_operator() -> None:
     args = container["args"]
     assert args[:2] == ["operator", "run"] and "--model-attestation=enforce" in args
     assert any(a.startswith("--model-attestation-trusted-keys=") for a in args)
+    assert f"--publisher-image={container['image']}" in args  # the Jobs run the operator's own image
     assert pod["serviceAccountName"] == by_kind("ServiceAccount")[0]["metadata"]["name"]
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert container["securityContext"]["readOnlyRootFilesystem"] is True

@@ -149,6 +149,54 @@ async def running_operator(
         await asyncio.wait_for(task, max(15.0, ready_timeout))
 
 
+def operator_api_calls(k8s: Any) -> set[tuple[str, str, str]]:
+    """(API group, resource[/subresource], RBAC verb) of every request the operator made to kmock."""
+    used = set()
+    for request in list(k8s):
+        if request.headers.get("User-Agent", "").startswith("python-httpx"):
+            continue  # the test's own calls
+        parts = request.url.path.strip("/").split("/")
+        if parts[0] == "api":
+            group, rest = "", parts[2:]
+        elif parts[0] == "apis" and len(parts) > 3:
+            group, rest = parts[1], parts[3:]
+        else:
+            continue  # discovery: /api, /apis, /version
+        if len(rest) > 2 and rest[0] == "namespaces":
+            rest = rest[2:]
+        if not rest:
+            continue  # discovery: /api/v1, /apis/<group>/<version>
+        resource = rest[0] + ("/" + rest[2] if len(rest) > 2 else "")
+        method = str(request.method).upper().rsplit(".", 1)[-1]
+        verb = {"POST": "create", "PATCH": "patch", "PUT": "update", "DELETE": "delete"}.get(method)
+        if verb is None:
+            verb = (
+                "watch"
+                if request.params.get("watch") in ("true", "1")
+                else ("get" if len(rest) > 1 else "list")
+            )
+        used.add((group, resource, verb))
+    return used
+
+
+def cluster_role_allows() -> set[tuple[str, str, str]]:
+    """(API group, resource, verb) that deploy/rbac.yaml's ClusterRole grants."""
+    from tests.test_deploy import by_kind
+
+    [role] = by_kind("ClusterRole")
+    return {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"]
+            for r in rule["resources"] for v in rule["verbs"]}  # fmt: skip
+
+
 OPERATOR_PUB = (SOCAIR / "operator.pub").read_text()
 Envelope = Callable[[str], Awaitable[None]]
-__all__ = ["OPERATOR_PUB", "Cluster", "condition", "phase", "running_operator", "socair_envelope"]
+__all__ = [
+    "OPERATOR_PUB",
+    "Cluster",
+    "cluster_role_allows",
+    "condition",
+    "operator_api_calls",
+    "phase",
+    "running_operator",
+    "socair_envelope",
+]

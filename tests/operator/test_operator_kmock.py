@@ -13,7 +13,9 @@ from tests.operator.cluster import (
     ENFORCE,
     OPERATOR_PUB,
     Cluster,
+    cluster_role_allows,
     condition,
+    operator_api_calls,
     phase,
     running_operator,
     socair_envelope,
@@ -143,16 +145,7 @@ async def test_periodic_recheck_catches_what_no_watch_reported(k8s: Any, cluster
 
 async def test_the_operator_only_does_what_its_cluster_role_allows(k8s: Any, cluster: Cluster) -> None:
     """Every API call the operator (kopf and modelseal) makes fits deploy/rbac.yaml."""
-    from tests.test_deploy import by_kind
-
-    [role] = by_kind("ClusterRole")
-    allowed = {
-        (g, r, v)
-        for rule in role["rules"]
-        for g in rule["apiGroups"]
-        for r in rule["resources"]
-        for v in rule["verbs"]
-    }
+    allowed = cluster_role_allows()
     await cluster.trusted_keys(OPERATOR_PUB)
     await cluster.attestation("a", socair_envelope("withheld"))
     async with running_operator(k8s):
@@ -162,31 +155,7 @@ async def test_the_operator_only_does_what_its_cluster_role_allows(k8s: Any, clu
             f"{CONFIGMAPS}/a", {"data": {"attestation.dsse.json": socair_envelope("authorized").decode()}}
         )
         await cluster.wait("qwen", phase("Ready"))
-    used = set()
-    for request in list(k8s):
-        if request.headers.get("User-Agent", "").startswith("python-httpx"):
-            continue  # the test's own calls
-        parts = request.url.path.strip("/").split("/")
-        if parts[0] == "api":
-            group, rest = "", parts[2:]
-        elif parts[0] == "apis" and len(parts) > 3:
-            group, rest = parts[1], parts[3:]
-        else:
-            continue  # discovery: /api, /apis, /version
-        if len(rest) > 2 and rest[0] == "namespaces":
-            rest = rest[2:]
-        if not rest:
-            continue  # discovery: /api/v1, /apis/<group>/<version>
-        resource = rest[0] + ("/" + rest[2] if len(rest) > 2 else "")
-        method = str(request.method).upper().rsplit(".", 1)[-1]
-        verb = {"POST": "create", "PATCH": "patch", "PUT": "update", "DELETE": "delete"}.get(method)
-        if verb is None:
-            verb = (
-                "watch"
-                if request.params.get("watch") in ("true", "1")
-                else ("get" if len(rest) > 1 else "list")
-            )
-        used.add((group, resource, verb))
+    used = operator_api_calls(k8s)
     assert used, "no API calls were recorded"
     assert used <= allowed, used - allowed
     assert ("inference.llmkube.dev", "models/status", "patch") in used and ("", "events", "create") in used

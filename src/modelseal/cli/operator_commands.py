@@ -53,6 +53,8 @@ def register(commands: Any) -> None:
     )
     run.add_argument("--recheck-interval", default="10m", metavar="DURATION",
                      help="re-verify admitted Models this often (default 10m)")  # fmt: skip
+    run.add_argument("--publisher-image", default=None, metavar="IMAGE",
+                     help="the modelseal image prefetchOCI Jobs run (default modelseal:VERSION)")  # fmt: skip
     run.add_argument("--metrics-port", type=int, default=8080, metavar="PORT", help="/metrics port (0: off)")
     run.add_argument("--liveness", default="http://0.0.0.0:8081/healthz", metavar="URL",
                      help="kopf's liveness endpoint ('' to disable)")  # fmt: skip
@@ -79,6 +81,7 @@ def run_cmd(args: argparse.Namespace) -> int:
         max_age=args.model_attestation_max_age,
         policy_file=args.model_attestation_policy,
         recheck_interval=args.recheck_interval,
+        **({"publisher_image": args.publisher_image} if args.publisher_image is not None else {}),
     )
     if not 0 <= args.metrics_port <= 65535:
         raise UsageError("--metrics-port must be between 0 and 65535")

@@ -1,4 +1,4 @@
-"""kopf wiring: watch Models and ConfigMaps, recheck periodically.
+"""kopf wiring: watch Models, ConfigMaps and publication Jobs; recheck periodically.
 
 Only watch-event handlers are used, so kopf keeps no state on the Model
 (no annotations, no finalizers): the operator needs ``patch`` on
@@ -15,6 +15,7 @@ from typing import Any
 import kopf
 
 from modelseal.operator.kube import KubeApi
+from modelseal.operator.prefetch import MANAGED_BY
 from modelseal.operator.reconciler import Reconciler
 from modelseal.operator.settings import GROUP, PLURAL, VERSION
 
@@ -87,5 +88,14 @@ def build_registry(
         namespace, name = body.metadata.namespace or "", body.metadata.name or ""
         affected = reconciler.observe_configmap(namespace, name, None if type == "DELETED" else body)
         await reconciler.reconcile_many(affected)
+
+    @kopf.on.event(
+        "batch", "v1", "jobs", labels={"app.kubernetes.io/managed-by": MANAGED_BY}, registry=registry
+    )
+    async def _job(type: str, body: kopf.Body, **_: Any) -> None:  # noqa: A002 - kopf's keyword
+        namespace, name = body.metadata.namespace or "", body.metadata.name or ""
+        key = reconciler.observe_job(namespace, name, body, deleted=type == "DELETED")
+        if key is not None:
+            await reconciler.reconcile(key)
 
     return registry

@@ -1,7 +1,9 @@
 """The few Kubernetes API calls the operator makes, over one async HTTP client.
 
 Reads ConfigMaps uncached (as LLMKube does), patches ``models/status`` with a
-merge patch, and posts core/v1 Events. Credentials come from kopf's login
+merge patch, posts core/v1 Events, and for ``prefetchOCI`` creates and reads
+publication Jobs, lists their pods and checks a push Secret's type (its data
+is never kept). Credentials come from kopf's login
 (in-cluster service account or kubeconfig) and never reach logs or errors.
 """
 
@@ -98,6 +100,70 @@ class KubeApi:
             return ConfigMapRead(error=self._message(r))
         body = r.json()
         return ConfigMapRead.from_object(body if isinstance(body, dict) else {})
+
+    async def _object(self, path: str, what: str) -> dict[str, Any] | None:
+        r = await self._call("GET", path)
+        if r.status_code == 404:
+            return None
+        if r.status_code != 200:
+            raise KubeError(f"read {what}: {self._message(r)}")
+        body = r.json()
+        return body if isinstance(body, dict) else None
+
+    async def read_job(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """A Job, or None when there is none.
+
+        Raises:
+            KubeError: the API refused or failed.
+        """
+        return await self._object(
+            f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}", f"Job {namespace}/{name}"
+        )
+
+    async def create_job(self, job: Mapping[str, Any]) -> dict[str, Any]:
+        """Create ``job``; one that already exists under its name is read back instead.
+
+        Raises:
+            KubeError: the API refused (quota, admission) or failed.
+        """
+        meta = job.get("metadata") or {}
+        namespace, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
+        r = await self._call("POST", f"/apis/batch/v1/namespaces/{namespace}/jobs", json=dict(job))
+        if r.status_code == 409:
+            existing = await self.read_job(namespace, name)
+            if existing is not None:
+                return existing
+        if r.status_code not in (200, 201):
+            raise KubeError(f"create Job {namespace}/{name}: {self._message(r)}")
+        body = r.json()
+        return body if isinstance(body, dict) else dict(job)
+
+    async def list_job_pods(self, namespace: str, job: str) -> list[dict[str, Any]]:
+        """The pods a Job made (asked by label; the caller still checks ownership).
+
+        Raises:
+            KubeError: the API refused or failed.
+        """
+        r = await self._call("GET", f"/api/v1/namespaces/{namespace}/pods",
+                             params={"labelSelector": f"job-name={job}"})  # fmt: skip
+        if r.status_code != 200:
+            raise KubeError(f"list the pods of Job {namespace}/{job}: {self._message(r)}")
+        items = r.json().get("items")
+        return [p for p in items if isinstance(p, dict)] if isinstance(items, list) else []
+
+    async def secret_type(self, namespace: str, name: str) -> tuple[str, frozenset[str]] | None:
+        """A Secret's type and key names (never its values), or None when there is none.
+
+        Raises:
+            KubeError: the API refused (no ``get`` on secrets) or failed.
+        """
+        secret = await self._object(
+            f"/api/v1/namespaces/{namespace}/secrets/{name}", f"Secret {namespace}/{name}"
+        )
+        if secret is None:
+            return None
+        data = secret.get("data")
+        return str(secret.get("type") or ""), frozenset(data if isinstance(data, dict) else ())
 
     async def patch_model_status(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
         """Merge-patch ``status`` through the status subresource.

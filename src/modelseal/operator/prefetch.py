@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from modelseal.errors import Error, InputError
+from modelseal.operator.publication import FINGERPRINT_ANNOTATION
 from modelseal.operator.settings import GROUP, VERSION
 from modelseal.publish.reference import parse_reference
 from modelseal.publish.sources import StagePlan, plan_stage
@@ -24,6 +25,7 @@ __all__ = ["build_job", "job_name", "plan_prefetch", "prefetch_fingerprint"]
 
 STAGING = "/staging"
 DOCKER_CONFIG = "/docker-config"
+MANAGED_BY = "modelseal-operator"
 
 
 def plan_prefetch(spec: Mapping[str, Any]) -> tuple[list[StagePlan], str]:
@@ -131,6 +133,7 @@ def build_job(model: Mapping[str, Any], image: str) -> dict[str, Any]:
     }
     downloader: dict[str, Any] = {
         "name": "downloader", "image": image, "args": stage_args, "resources": storage_resources,
+        "terminationMessagePolicy": "FallbackToLogsOnError",
         "volumeMounts": [{"name": "staging", "mountPath": STAGING}], "securityContext": hardened,
     }  # fmt: skip
     source_secret = spec.get("sourceSecretRef") or {}
@@ -138,7 +141,7 @@ def build_job(model: Mapping[str, Any], image: str) -> dict[str, Any]:
         downloader["envFrom"] = [{"secretRef": {"name": source_secret["name"]}}]
     publisher = {
         "name": "publisher", "image": image, "args": publish_args, "resources": storage_resources,
-        "terminationMessagePolicy": "File", "securityContext": hardened,
+        "terminationMessagePolicy": "FallbackToLogsOnError", "securityContext": hardened,
         "volumeMounts": [{"name": "staging", "mountPath": STAGING, "readOnly": True},
                          {"name": "docker-config", "mountPath": DOCKER_CONFIG, "readOnly": True}],
     }  # fmt: skip
@@ -165,7 +168,7 @@ def build_job(model: Mapping[str, Any], image: str) -> dict[str, Any]:
     labels = {
         "app.kubernetes.io/name": "modelseal",
         "app.kubernetes.io/component": "model-publish",
-        "app.kubernetes.io/managed-by": "modelseal-operator",
+        "app.kubernetes.io/managed-by": MANAGED_BY,
         "inference.llmkube.dev/model": name[:63],
     }
     return {
@@ -175,7 +178,7 @@ def build_job(model: Mapping[str, Any], image: str) -> dict[str, Any]:
             "name": job_name(name, fingerprint),
             "namespace": namespace,
             "labels": labels,
-            "annotations": {"modelseal.dev/fingerprint": fingerprint},
+            "annotations": {FINGERPRINT_ANNOTATION: fingerprint},
             "ownerReferences": [
                 {
                     "apiVersion": f"{GROUP}/{VERSION}",

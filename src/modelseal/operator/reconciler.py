@@ -28,6 +28,8 @@ from modelseal.operator.gate import (
 )
 from modelseal.operator.kube import KubeApi
 from modelseal.operator.metrics import OperatorMetrics
+from modelseal.operator.prefetch_jobs import PrefetchJobs
+from modelseal.operator.publication import FAILED, Publication
 from modelseal.operator.settings import OperatorSettings
 
 __all__ = ["ModelKey", "Reconciler"]
@@ -45,6 +47,15 @@ def utcnow() -> datetime:
 class _Checked:
     at: datetime
     blocked: bool
+
+
+def _summary(outcome: GateOutcome | None, publication: Publication | None) -> str:
+    text = outcome.message if outcome else "gate off"
+    if publication is not None:
+        text += f"; prefetchOCI {publication.phase}" + (
+            f": {publication.message}" if publication.message else ""
+        )
+    return text
 
 
 class Reconciler:
@@ -69,6 +80,7 @@ class Reconciler:
         self.configmaps: dict[tuple[str, str], ConfigMapRead] = {}
         self._locks: dict[ModelKey, asyncio.Lock] = {}
         self._retired: list[KubeApi] = []
+        self.publications = PrefetchJobs(settings.publisher_image)
 
     def use_api(self, api: KubeApi) -> None:
         """Talk through ``api`` from now on (fresh credentials); the old client closes at the end."""
@@ -128,6 +140,22 @@ class Reconciler:
                 found.append(key)
         return sorted(found)
 
+    def observe_job(
+        self, namespace: str, name: str, body: Mapping[str, Any], *, deleted: bool
+    ) -> ModelKey | None:
+        """Record a publication Job the watch reported; return its Model, if known.
+
+        A deleted Job matters too: deleting a failed publication's Job retries it.
+        """
+        self.publications.observe_job(namespace, name, None if deleted else body)
+        for owner in (body.get("metadata") or {}).get("ownerReferences") or []:
+            if isinstance(owner, dict) and owner.get("kind") == "Model":
+                key = (namespace, str(owner.get("name", "")))
+                model = self.models.get(key)
+                if model is not None and model["metadata"].get("uid") == owner.get("uid"):
+                    return key
+        return None
+
     def due(self, now: datetime) -> list[ModelKey]:
         """Models whose last check is older than their recheck period."""
         out = []
@@ -185,7 +213,10 @@ class Reconciler:
                 result = "admitted" if outcome.admitted else "refused"
                 self.metrics.verifications.labels(result=result, reason=outcome.code.value).inc()
             generation = int(model["metadata"].get("generation") or 1)
-            desired = desired_status(status, generation, outcome, now)
+            publication: Publication | None = None
+            if isinstance(spec.get("prefetchOCI"), dict) and not (outcome is not None and outcome.blocks):
+                publication = await self.publications.follow(self.api, model, generation, fresh=fresh)
+            desired = desired_status(status, generation, outcome, now, publication)
             patch = status_patch(status, desired)
             if patch is not None:
                 await self.api.patch_model_status(key[0], key[1], patch)
@@ -194,8 +225,9 @@ class Reconciler:
                 self.metrics.count_phases(m["status"].get("phase") for m in self.models.values())
                 for event in transitions(status, desired):
                     await self.api.post_event(model, event.type, event.reason, event.message, now)
-                _logger.info("Model %s/%s: %s", key[0], key[1], outcome.message if outcome else "gate off")
-            self.checked[key] = _Checked(now, bool(outcome and outcome.blocks))
+                _logger.info("Model %s/%s: %s", key[0], key[1], _summary(outcome, publication))
+            waiting = publication is not None and (publication.in_progress or publication.phase == FAILED)
+            self.checked[key] = _Checked(now, bool(outcome and outcome.blocks) or waiting)
             self.metrics.reconcile_seconds.observe(time.perf_counter() - started)
             return outcome
 

@@ -5,16 +5,26 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
+from modelseal import __version__
 from modelseal.attest.policy import TrustPolicy, load_policy
 from modelseal.attest.verdict import Mode
 from modelseal.durations import parse_max_age
 from modelseal.errors import UsageError
 
-__all__ = ["GROUP", "PLURAL", "VERSION", "OperatorSettings", "parse_mode", "parse_trusted_keys"]
+__all__ = [
+    "DEFAULT_PUBLISHER_IMAGE",
+    "GROUP",
+    "PLURAL",
+    "VERSION",
+    "OperatorSettings",
+    "parse_mode",
+    "parse_trusted_keys",
+]
 
 GROUP = "inference.llmkube.dev"
 VERSION = "v1alpha1"
 PLURAL = "models"
+DEFAULT_PUBLISHER_IMAGE = f"modelseal:{__version__}"
 
 
 def parse_mode(text: str) -> Mode:
@@ -59,6 +69,7 @@ class OperatorSettings:
     policy: TrustPolicy | None = None
     recheck_interval: timedelta = timedelta(minutes=10)
     refused_retry: timedelta = timedelta(minutes=1)
+    publisher_image: str = DEFAULT_PUBLISHER_IMAGE
 
     @property
     def trusted_keys_ref(self) -> str:
@@ -75,6 +86,7 @@ class OperatorSettings:
         max_age: str = "0",
         policy_file: str | None = None,
         recheck_interval: str = "10m",
+        publisher_image: str = DEFAULT_PUBLISHER_IMAGE,
     ) -> OperatorSettings:
         """Validate the flags as LLMKube does, plus modelseal's own.
 
@@ -106,4 +118,19 @@ class OperatorSettings:
             max_age=age if age > timedelta(0) else (policy.max_age if policy else None),
             policy=policy,
             recheck_interval=recheck,
+            publisher_image=_image(publisher_image),
         )
+
+
+def _image(text: str) -> str:
+    """The image the publication Jobs run (modelseal's own).
+
+    Raises:
+        UsageError: empty or with whitespace.
+    """
+    value = text.strip()
+    if not value or any(ch.isspace() for ch in value):
+        raise UsageError(
+            f"--publisher-image {text!r}: give an image reference, as in ghcr.io/org/modelseal:0.1.0"
+        )
+    return value

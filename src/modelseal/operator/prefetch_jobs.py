@@ -1,0 +1,146 @@
+"""Runs a Model's publication: the Job is created when due, followed, and its result read.
+
+The Job's name carries the fingerprint, so a spec change that alters what is
+published makes a new Job, and a Job that exists for the current fingerprint
+is followed rather than made again. A failed publication is retried only
+when its Job is gone (deleted by hand, or by its TTL after a day): backoff
+already spent the Job's own retries.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from modelseal.errors import Error, InputError, KubeError
+from modelseal.operator.kube import KubeApi
+from modelseal.operator.prefetch import build_job, job_name, plan_prefetch, prefetch_fingerprint
+from modelseal.operator.publication import (
+    FAILED,
+    PENDING,
+    RUNNING,
+    SUCCEEDED,
+    JobView,
+    Publication,
+    failure_text,
+    parse_result,
+    publisher_result,
+)
+
+__all__ = ["PrefetchJobs", "current_publication"]
+
+_logger = logging.getLogger(__name__)
+DOCKERCONFIGJSON = "kubernetes.io/dockerconfigjson"
+JobKey = tuple[str, str]
+
+
+def current_publication(status: Mapping[str, Any]) -> Publication | None:
+    """``status.prefetchOCI`` as recorded, if any."""
+    found = status.get("prefetchOCI")
+    if not isinstance(found, dict) or not isinstance(found.get("phase"), str):
+        return None
+    files = found.get("files")
+    return Publication(
+        phase=found["phase"],
+        fingerprint=str(found.get("fingerprint") or ""),
+        generation=int(found.get("observedGeneration") or 0),
+        job_name=str(found.get("jobName") or ""),
+        image=str(found.get("image") or ""),
+        files=tuple(str(f) for f in files) if isinstance(files, list) else (),
+        message=str(found.get("message") or ""),
+    )
+
+
+class PrefetchJobs:
+    """The publication Jobs of every Model, followed through the API and the Job watch."""
+
+    def __init__(self, publisher_image: str) -> None:
+        self.publisher_image = publisher_image
+        self.jobs: dict[JobKey, dict[str, Any]] = {}
+
+    def observe_job(self, namespace: str, name: str, body: Mapping[str, Any] | None) -> None:
+        """Record a Job the watch reported (None: deleted)."""
+        if body is None:
+            self.jobs.pop((namespace, name), None)
+        else:
+            self.jobs[(namespace, name)] = dict(body)
+
+    async def _push_secret_problem(self, api: KubeApi, namespace: str, spec: Mapping[str, Any]) -> str | None:
+        name = str(spec["prefetchOCI"]["pushSecretRef"]["name"])
+        try:
+            found = await api.secret_type(namespace, name)
+        except KubeError as e:
+            return f"push secret {namespace}/{name}: {e}"
+        if found is None:
+            return f"push secret {namespace}/{name} not found"
+        kind, keys = found
+        if kind != DOCKERCONFIGJSON or ".dockerconfigjson" not in keys:
+            return f"push secret {namespace}/{name} is of type {kind or 'unset'}, want {DOCKERCONFIGJSON}"
+        return None
+
+    async def follow(
+        self, api: KubeApi, model: Mapping[str, Any], generation: int, *, fresh: bool = False
+    ) -> Publication:
+        """The publication's state now, after creating its Job when one is due.
+
+        ``fresh`` reads the Job from the API rather than the watch's copy.
+        """
+        meta, spec = model.get("metadata") or {}, model.get("spec") or {}
+        namespace, name, uid = (
+            str(meta.get("namespace", "")),
+            str(meta.get("name", "")),
+            str(meta.get("uid", "")),
+        )
+        fingerprint = prefetch_fingerprint(spec)
+        recorded = current_publication(model.get("status") or {})
+        if recorded is not None and recorded.fingerprint == fingerprint and recorded.phase == SUCCEEDED:
+            return Publication(SUCCEEDED, fingerprint, generation, recorded.job_name, recorded.image,
+                               recorded.files, recorded.message)  # fmt: skip
+        try:
+            plans, destination = plan_prefetch(spec)
+        except Error as e:
+            return Publication(FAILED, fingerprint, generation, message=f"prefetchOCI refused: {e}")
+        files = tuple(p.dest for p in plans)
+        job = job_name(name, fingerprint)
+        try:
+            body = None if fresh else self.jobs.get((namespace, job))
+            if body is None:
+                body = await api.read_job(namespace, job)
+            if body is None:
+                problem = await self._push_secret_problem(api, namespace, spec)
+                if problem is not None:
+                    return Publication(
+                        FAILED, fingerprint, generation, message=f"prefetchOCI refused: {problem}"
+                    )
+                body = await api.create_job(build_job(model, self.publisher_image))
+                _logger.info("Model %s/%s: created publication Job %s", namespace, name, job)
+            self.jobs[(namespace, job)] = body
+            view = JobView.from_object(body)
+            if view.owner_uid != uid or view.fingerprint != fingerprint:
+                message = f"Job {namespace}/{job} exists and is not this Model's publication; delete it"
+                return Publication(FAILED, fingerprint, generation, job, message=message)
+            if view.complete or view.failed:
+                same = (
+                    recorded is not None and recorded.job_name == job and recorded.fingerprint == fingerprint
+                )
+                if view.failed and same and recorded is not None and recorded.phase == FAILED:
+                    return Publication(FAILED, fingerprint, generation, job, message=recorded.message)
+                pods = await api.list_job_pods(namespace, job)
+                if view.failed:
+                    return Publication(FAILED, fingerprint, generation, job, message=failure_text(pods, view))
+                result = publisher_result(pods, view)
+                if result is None:
+                    missing = "the Job completed, but no publisher result was found"
+                    return Publication(FAILED, fingerprint, generation, job, message=missing)
+                try:
+                    image, published = parse_result(result, destination, files)
+                except InputError as e:
+                    return Publication(FAILED, fingerprint, generation, job, message=str(e))
+                return Publication(SUCCEEDED, fingerprint, generation, job, image, published,
+                                   f"published {len(published)} file(s)")  # fmt: skip
+        except KubeError as e:
+            return Publication(PENDING, fingerprint, generation, job, message=f"waiting: {e}")
+        if view.active:
+            return Publication(RUNNING, fingerprint, generation, job, message=f"Job {job} is running")
+        return Publication(PENDING, fingerprint, generation, job, message=f"Job {job} is starting")

@@ -1,0 +1,316 @@
+"""prefetchOCI's lifecycle in kopf against kmock: the test plays the Job controller and the kubelet.
+
+The operator creates the Job; the test moves it through the states a real
+cluster would (active, a pod whose publisher container terminated with the
+publisher's result as its termination message, Complete or Failed) through
+the API, and checks the Model's status at each step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any
+
+from modelseal.attest.verdict import Mode
+from modelseal.operator.prefetch import prefetch_fingerprint
+from modelseal.operator.settings import GROUP, VERSION
+from tests.conftest import FIXTURE_SHA256
+from tests.operator.cluster import (
+    ENFORCE,
+    OPERATOR_PUB,
+    Cluster,
+    cluster_role_allows,
+    condition,
+    operator_api_calls,
+    phase,
+    running_operator,
+    socair_envelope,
+)
+
+SETTINGS = replace(
+    ENFORCE, publisher_image="ghcr.io/example/modelseal:test", refused_retry=timedelta(seconds=0.3)
+)
+JOBS = "/apis/batch/v1/namespaces/default/jobs"
+PODS = "/api/v1/namespaces/default/pods"
+SECRETS = "/api/v1/namespaces/default/secrets"
+DESTINATION = "registry.example.com/models/qwen"
+DIGEST = "sha256:" + "ab" * 32
+
+
+def spec(**changes: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "source": "https://models.example.com/qwen/model.safetensors",
+        "sha256": FIXTURE_SHA256,
+        "attestation": {"configMapKeyRef": {"name": "att", "key": "attestation.dsse.json"}},
+        "prefetchOCI": {"image": f"{DESTINATION}:v1", "ephemeralStorage": "20Gi",
+                        "pushSecretRef": {"name": "push"}},
+    }  # fmt: skip
+    out.update(changes)
+    return out
+
+
+def publication(model: dict[str, Any]) -> dict[str, Any]:
+    found: dict[str, Any] = (model.get("status") or {}).get("prefetchOCI") or {}
+    return found
+
+
+def publishing(state: str) -> Any:
+    return lambda m: publication(m).get("phase") == state
+
+
+async def setup(cluster: Cluster, envelope: str = "authorized", secret_type: str | None = None) -> None:
+    await cluster.trusted_keys(OPERATOR_PUB)
+    await cluster.attestation("att", socair_envelope(envelope))
+    await push_secret(cluster, secret_type or "kubernetes.io/dockerconfigjson")
+
+
+async def push_secret(cluster: Cluster, kind: str, name: str = "push") -> None:
+    config = base64.b64encode(b'{"auths": {"registry.example.com": {"auth": "dTpw"}}}').decode()
+    key = ".dockerconfigjson" if kind == "kubernetes.io/dockerconfigjson" else "config"
+    await cluster.create(SECRETS, {"apiVersion": "v1", "kind": "Secret", "type": kind,
+                                   "metadata": {"name": name, "namespace": "default"}, "data": {key: config}})  # fmt: skip
+
+
+async def new_model(cluster: Cluster, name: str, body: dict[str, Any]) -> None:
+    await cluster.create(cluster.models, {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Model",
+                                          "metadata": {"name": name, "namespace": "default"}, "spec": body})  # fmt: skip
+
+
+async def jobs(cluster: Cluster) -> list[dict[str, Any]]:
+    r = await cluster.client.get(JOBS)
+    items: list[dict[str, Any]] = r.json().get("items", [])
+    return [j for j in items if not j.get("metadata", {}).get("deletionTimestamp")]
+
+
+async def the_job(cluster: Cluster, name: str) -> dict[str, Any]:
+    r = await cluster.client.get(f"{JOBS}/{name}")
+    assert r.status_code == 200, r.text
+    job: dict[str, Any] = r.json()
+    return job
+
+
+async def job_status(cluster: Cluster, name: str, status: dict[str, Any]) -> None:
+    await cluster.patch(f"{JOBS}/{name}/status", {"status": status})
+
+
+async def pod(cluster: Cluster, job: dict[str, Any], containers: dict[str, tuple[int, str]]) -> None:
+    """A pod of ``job`` whose containers terminated with (exit code, termination message)."""
+    meta = job["metadata"]
+    statuses = {
+        name: {"name": name, "state": {"terminated": {"exitCode": code, "message": message,
+                                                      "reason": "Completed" if code == 0 else "Error"}}}
+        for name, (code, message) in containers.items()
+    }  # fmt: skip
+    init = [statuses[n] for n in ("downloader",) if n in statuses]
+    main = [statuses[n] for n in ("publisher",) if n in statuses]
+    await cluster.create(PODS, {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": f"{meta['name']}-x7k2p", "namespace": "default",
+                     "labels": {"job-name": meta["name"], "batch.kubernetes.io/job-name": meta["name"]},
+                     "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": meta["name"],
+                                          "uid": meta["uid"], "controller": True}]},
+        "spec": {"containers": [{"name": "publisher", "image": "x"}]},
+        "status": {"phase": "Succeeded" if all(c == 0 for c, _ in containers.values()) else "Failed",
+                   "initContainerStatuses": init, "containerStatuses": main},
+    })  # fmt: skip
+
+
+def result(image: str = f"oci://{DESTINATION}@{DIGEST}", files: Any = None) -> str:
+    listed = files if files is not None else [
+        {"path": "model.safetensors", "size": 123, "sha256": FIXTURE_SHA256, "layer": DIGEST, "uploaded": True}
+    ]  # fmt: skip
+    return json.dumps({"image": image, "digest": DIGEST, "tag": "v1", "source": None,
+                       "fingerprint": "sha256:" + "cd" * 32, "files": listed})  # fmt: skip
+
+
+COMPLETE = {"active": 0, "succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}
+FAILED = {"active": 0, "failed": 3, "conditions": [
+    {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded",
+     "message": "Job has reached the specified backoff limit"}]}  # fmt: skip
+
+
+async def test_a_model_goes_from_pending_to_ready_with_a_pinned_image(k8s: Any, cluster: Cluster) -> None:
+    await setup(cluster)
+    async with running_operator(k8s, SETTINGS):
+        await new_model(cluster, "qwen", spec())
+        model = await cluster.wait("qwen", publishing("Pending"))
+        assert model["status"]["phase"] == "Downloading"
+        assert condition(model, "AttestationVerified")["status"] == "True"  # type: ignore[index]
+        available = condition(model, "Available")
+        assert (
+            available is not None and available["status"] == "False" and available["reason"] == "Publishing"
+        )
+        name = publication(model)["jobName"]
+        job = await the_job(cluster, name)
+        assert job["metadata"]["ownerReferences"][0]["uid"] == model["metadata"]["uid"]
+        assert job["metadata"]["annotations"]["modelseal.dev/fingerprint"] == prefetch_fingerprint(spec())
+        assert job["spec"]["template"]["spec"]["containers"][0]["image"] == "ghcr.io/example/modelseal:test"
+
+        await job_status(cluster, name, {"active": 1})
+        model = await cluster.wait("qwen", publishing("Running"))
+        assert model["status"]["phase"] == "Downloading"
+
+        await pod(cluster, job, {"downloader": (0, ""), "publisher": (0, result())})
+        await job_status(cluster, name, COMPLETE)
+        model = await cluster.wait("qwen", phase("Ready"))
+        assert len(await jobs(cluster)) == 1
+    published = publication(model)
+    assert published == {
+        "phase": "Succeeded",
+        "image": f"oci://{DESTINATION}@{DIGEST}",
+        "files": ["model.safetensors"],
+        "fingerprint": prefetch_fingerprint(spec()),
+        "jobName": name,
+        "message": "published 1 file(s)",
+        "observedGeneration": 1,
+    }
+    available = condition(model, "Available")
+    assert available is not None and available["status"] == "True" and DIGEST in available["message"]
+    reasons = [e["reason"] for e in await cluster.events()]
+    assert {"PublicationPending", "PublicationRunning", "PublicationSucceeded", "ModelReady"} <= set(reasons)
+    used = operator_api_calls(k8s)
+    assert used <= cluster_role_allows(), used - cluster_role_allows()
+    assert {("batch", "jobs", "create"), ("batch", "jobs", "watch"), ("", "pods", "list"),
+            ("", "secrets", "get")} <= used  # fmt: skip
+
+
+async def test_an_enforce_refusal_never_starts_the_job(k8s: Any, cluster: Cluster) -> None:
+    await setup(cluster, envelope="withheld")
+    async with running_operator(k8s, SETTINGS):
+        await new_model(cluster, "qwen", spec())
+        model = await cluster.wait("qwen", phase("Failed"))
+        await asyncio.sleep(0.5)  # the refused Model is rechecked meanwhile, and still starts nothing
+        assert await jobs(cluster) == []
+        assert "prefetchOCI" not in model["status"]
+        assert condition(model, "Degraded")["reason"] == "ModelAttestationRejected"  # type: ignore[index]
+        await cluster.patch(f"{cluster.configmaps}/att",
+                            {"data": {"attestation.dsse.json": socair_envelope("authorized").decode()}})  # fmt: skip
+        model = await cluster.wait("qwen", publishing("Pending"))
+    assert model["status"]["phase"] == "Downloading" and len(await jobs(cluster)) == 1
+    degraded = condition(model, "Degraded")
+    assert degraded is not None and degraded["status"] == "False" and degraded["reason"] == "Superseded"
+
+
+async def test_warn_mode_publishes_a_refused_model(k8s: Any, cluster: Cluster) -> None:
+    await setup(cluster, envelope="withheld")
+    async with running_operator(k8s, replace(SETTINGS, mode=Mode.WARN)):
+        await new_model(cluster, "qwen", spec())
+        model = await cluster.wait("qwen", publishing("Pending"))
+    assert condition(model, "AttestationVerified")["status"] == "False"  # type: ignore[index]
+    assert model["status"]["phase"] == "Downloading"
+
+
+async def test_a_failed_job_reaches_message_and_degraded_and_deleting_it_retries(
+    k8s: Any, cluster: Cluster
+) -> None:
+    await setup(cluster)
+    async with running_operator(k8s, SETTINGS):
+        await new_model(cluster, "qwen", spec())
+        name = publication(await cluster.wait("qwen", publishing("Pending")))["jobName"]
+        job = await the_job(cluster, name)
+        log_tail = (
+            "staging 1 file(s)\nmodelseal: error: model.safetensors: SHA-256 is 00ff..., not 2698a976...\n"
+        )
+        await pod(cluster, job, {"downloader": (1, log_tail)})
+        await job_status(cluster, name, FAILED)
+        model = await cluster.wait("qwen", phase("Failed"))
+        message = (
+            "downloader exited 1: modelseal: error: model.safetensors: SHA-256 is 00ff..., not 2698a976..."
+        )
+        assert publication(model)["phase"] == "Failed" and publication(model)["message"] == message
+        degraded = condition(model, "Degraded")
+        assert degraded is not None and degraded["status"] == "True"
+        assert degraded["reason"] == "PublicationFailed" and degraded["message"] == message
+        assert condition(model, "AttestationVerified")["status"] == "True"  # type: ignore[index]
+        warnings = [e for e in await cluster.events() if e["reason"] == "PublicationFailed"]
+        assert warnings and warnings[0]["type"] == "Warning"
+
+        r = await cluster.client.delete(f"{JOBS}/{name}")
+        assert r.status_code == 200, r.text
+        model = await cluster.wait("qwen", publishing("Pending"))
+    assert model["status"]["phase"] == "Downloading" and publication(model)["jobName"] == name
+    assert condition(model, "Degraded")["status"] == "False"  # type: ignore[index]
+
+
+async def test_a_result_for_another_repository_is_refused(k8s: Any, cluster: Cluster) -> None:
+    await setup(cluster)
+    async with running_operator(k8s, SETTINGS):
+        await new_model(cluster, "qwen", spec())
+        name = publication(await cluster.wait("qwen", publishing("Pending")))["jobName"]
+        elsewhere = result(image=f"oci://registry.example.com/other/repo@{DIGEST}")
+        await pod(cluster, await the_job(cluster, name), {"downloader": (0, ""), "publisher": (0, elsewhere)})
+        await job_status(cluster, name, COMPLETE)
+        model = await cluster.wait("qwen", phase("Failed"))
+    assert publication(model)["message"] == (
+        f"the publisher reported oci://registry.example.com/other/repo@{DIGEST},"
+        " not an image in registry.example.com/models/qwen"
+    )
+    assert "image" not in publication(model)
+
+
+async def test_a_fingerprint_change_publishes_again_and_other_changes_do_not(
+    k8s: Any, cluster: Cluster
+) -> None:
+    await setup(cluster)
+    async with running_operator(k8s, SETTINGS):
+        await new_model(cluster, "qwen", spec())
+        first = publication(await cluster.wait("qwen", publishing("Pending")))["jobName"]
+        await pod(cluster, await the_job(cluster, first), {"downloader": (0, ""), "publisher": (0, result())})
+        await job_status(cluster, first, COMPLETE)
+        await cluster.wait("qwen", phase("Ready"))
+
+        tolerations = [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]
+        await cluster.patch(f"{cluster.models}/qwen", {"metadata": {"generation": 2},
+                                                       "spec": {"prefetchTolerations": tolerations}})  # fmt: skip
+        model = await cluster.wait("qwen", lambda m: publication(m).get("observedGeneration") == 2)
+        assert model["status"]["phase"] == "Ready" and [
+            j["metadata"]["name"] for j in await jobs(cluster)
+        ] == [first]
+
+        moved = {"image": f"{DESTINATION}:v2", "ephemeralStorage": "20Gi", "pushSecretRef": {"name": "push"}}
+        await cluster.patch(
+            f"{cluster.models}/qwen", {"metadata": {"generation": 3}, "spec": {"prefetchOCI": moved}}
+        )
+        model = await cluster.wait("qwen", publishing("Pending"))
+    second = publication(model)["jobName"]
+    assert second != first and model["status"]["phase"] == "Downloading"
+    assert publication(model)["fingerprint"] == prefetch_fingerprint(spec(prefetchOCI=moved))
+    assert "image" not in publication(model)  # the old image is not this fingerprint's publication
+    assert {j["metadata"]["name"] for j in await jobs(cluster)} == {first, second}
+
+
+async def test_admission_rules_refuse_with_a_reason_and_heal(k8s: Any, cluster: Cluster) -> None:
+    # warn mode, so multi-file Models (no spec.sha256, which pins one file) get past the gate
+    await setup(cluster, secret_type="Opaque")
+    async with running_operator(k8s, replace(SETTINGS, mode=Mode.WARN)):
+        await new_model(cluster, "globbed", spec(source="hf://acme/qwen", sha256=None, files=["*.gguf"]))
+        await new_model(cluster, "prefixed", spec(prefetchOCI={"image": f"oci://{DESTINATION}:v1",
+                                                               "ephemeralStorage": "1Gi",
+                                                               "pushSecretRef": {"name": "push"}}))  # fmt: skip
+        many = [f"shard-{i:03}.safetensors" for i in range(65)]
+        await new_model(
+            cluster, "huge", spec(source="hf://acme/qwen", sha256=None, attestation=None, files=many)
+        )
+        await new_model(cluster, "opaque", spec())
+        await new_model(cluster, "missing", spec(prefetchOCI={"image": f"{DESTINATION}:v1", "ephemeralStorage": "1Gi",
+                                                              "pushSecretRef": {"name": "nope"}}))  # fmt: skip
+        got = {}
+        for name in ("globbed", "prefixed", "huge", "opaque", "missing"):
+            model = await cluster.wait(name, phase("Failed"))
+            got[name] = publication(model)["message"]
+            assert condition(model, "Degraded")["reason"] == "PublicationFailed"  # type: ignore[index]
+        assert "glob" in got["globbed"]
+        assert "drop the oci:// prefix" in got["prefixed"]
+        assert "64" in got["huge"]
+        assert got["opaque"] == (
+            "prefetchOCI refused: push secret default/push is of type Opaque, want kubernetes.io/dockerconfigjson"
+        )
+        assert got["missing"] == "prefetchOCI refused: push secret default/nope not found"
+        assert await jobs(cluster) == []
+        await push_secret(cluster, "kubernetes.io/dockerconfigjson", name="nope")
+        healed = await cluster.wait("missing", publishing("Pending"), timeout=5)
+    assert healed["status"]["phase"] == "Downloading"
