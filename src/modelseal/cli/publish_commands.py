@@ -69,7 +69,7 @@ def register(commands: Any) -> None:
     inspect.set_defaults(handler=inspect_cmd)
 
 
-def _client(ref: Any, args: argparse.Namespace, chunk_mib: int = 512) -> Any:
+def _client(ref: Any, args: argparse.Namespace, chunk_mib: int = 512, *, push: bool = True) -> Any:
     from modelseal.publish.auth import load_docker_config
     from modelseal.publish.registry import RegistryClient
 
@@ -80,6 +80,7 @@ def _client(ref: Any, args: argparse.Namespace, chunk_mib: int = 512) -> Any:
         plain_http=args.plain_http,
         chunk_size=chunk_mib * 2**20,
         ca_file=args.ca_file,
+        push=push,
     )
 
 
@@ -182,7 +183,7 @@ def inspect_cmd(args: argparse.Namespace) -> int:
             f"warning: {args.image} is not pinned by digest: a tag can move; pin it with @sha256:",
             file=sys.stderr,
         )
-    with _client(ref, args) as client:
+    with _client(ref, args, push=False) as client:
         info = describe(client, ref)
     if args.expect_sha256:
         check_primary(info, args.expect_sha256)

@@ -84,6 +84,7 @@ class RegistryClient:
         transport: httpx.BaseTransport | None = None,
         ca_file: str | None = None,
         user_agent: str = "modelseal",
+        push: bool = True,
     ) -> None:
         self.ref = ref
         self.repository = ref.repository
@@ -94,7 +95,8 @@ class RegistryClient:
         self.backoff = backoff
         self.chunk_size = chunk_size
         self._authorization: str | None = None
-        self._scopes: set[str] = {f"repository:{self.repository}:pull,push"}
+        # a reader asks only for pull, which read-only credentials are granted
+        self._scopes: set[str] = {f"repository:{self.repository}:{'pull,push' if push else 'pull'}"}
         verify: ssl.SSLContext | bool = True
         if ca_file is not None:
             try:
