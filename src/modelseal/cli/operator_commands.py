@@ -55,6 +55,11 @@ def register(commands: Any) -> None:
                      help="re-verify admitted Models this often (default 10m)")  # fmt: skip
     run.add_argument("--publisher-image", default=None, metavar="IMAGE",
                      help="the modelseal image prefetchOCI Jobs run (default modelseal:VERSION)")  # fmt: skip
+    run.add_argument("--registry-config", metavar="FILE",
+                     help="docker config.json with credentials for reading oci:// sources")  # fmt: skip
+    run.add_argument("--registry-ca-file", metavar="FILE", help="CA bundle for registries with a private CA")
+    run.add_argument("--plain-http-registry", action="append", default=[], metavar="HOST[:PORT]",
+                     help="read this registry over plain HTTP (labs and tests only; repeat)")  # fmt: skip
     run.add_argument("--metrics-port", type=int, default=8080, metavar="PORT", help="/metrics port (0: off)")
     run.add_argument("--liveness", default="http://0.0.0.0:8081/healthz", metavar="URL",
                      help="kopf's liveness endpoint ('' to disable)")  # fmt: skip
@@ -82,6 +87,9 @@ def run_cmd(args: argparse.Namespace) -> int:
         policy_file=args.model_attestation_policy,
         recheck_interval=args.recheck_interval,
         **({"publisher_image": args.publisher_image} if args.publisher_image is not None else {}),
+        registry_config=args.registry_config,
+        registry_ca_file=args.registry_ca_file,
+        plain_http_registries=tuple(args.plain_http_registry),
     )
     if not 0 <= args.metrics_port <= 65535:
         raise UsageError("--metrics-port must be between 0 and 65535")

@@ -19,6 +19,12 @@ from typing import Any
 
 from modelseal.operator.gate import REASON_REJECTED, GateOutcome
 from modelseal.operator.publication import FAILED, SUCCEEDED, Publication
+from modelseal.operator.source_image import (
+    REASON_MISMATCH,
+    REASON_UNREADABLE,
+    SOURCE_IMAGE_VERIFIED,
+    SourceCheck,
+)
 
 __all__ = ["ATTESTATION_VERIFIED", "Transition", "desired_status", "status_patch", "transitions"]
 
@@ -27,7 +33,7 @@ AVAILABLE = "Available"
 DEGRADED = "Degraded"
 REASON_PUBLICATION_FAILED = "PublicationFailed"
 REASON_PUBLISHING = "Publishing"
-_CLEARABLE = (REASON_REJECTED, REASON_PUBLICATION_FAILED)
+_CLEARABLE = (REASON_REJECTED, REASON_PUBLICATION_FAILED, REASON_MISMATCH, REASON_UNREADABLE)
 
 
 @dataclass(frozen=True)
@@ -79,11 +85,13 @@ def desired_status(
     outcome: GateOutcome | None,
     now: datetime,
     publication: Publication | None = None,
+    source: SourceCheck | None = None,
 ) -> dict[str, Any]:
     """The status the Model should have after this decision (other fields untouched).
 
     ``publication`` is the state of ``spec.prefetchOCI``'s publication (None:
-    the Model has none, or a refusal kept it from starting).
+    the Model has none, or a refusal kept it from starting); ``source`` the
+    consumer check of an ``oci://`` source (None: not checked).
     """
     conditions = _conditions(status)
     out = {k: v for k, v in status.items() if k != "prefetchOCI"}
@@ -108,6 +116,16 @@ def desired_status(
         _set(conditions, DEGRADED, True, REASON_REJECTED, outcome.message, generation, now)
         _set(conditions, AVAILABLE, False, REASON_REJECTED, outcome.message, generation, now)
         return {**out, "phase": phase, "conditions": conditions}
+    if source is None:
+        conditions = [c for c in conditions if c["type"] != SOURCE_IMAGE_VERIFIED]
+    else:
+        _set(
+            conditions, SOURCE_IMAGE_VERIFIED, source.verified, source.reason, source.message, generation, now
+        )
+        if source.blocks:
+            _set(conditions, DEGRADED, True, source.reason, source.message, generation, now)
+            _set(conditions, AVAILABLE, False, source.reason, source.message, generation, now)
+            return {**out, "phase": "Failed", "conditions": conditions}
     if publication is not None and publication.phase == FAILED:
         _set(conditions, DEGRADED, True, REASON_PUBLICATION_FAILED, publication.message, generation, now)
         _set(conditions, AVAILABLE, False, REASON_PUBLICATION_FAILED, publication.message, generation, now)
@@ -162,12 +180,13 @@ def transitions(current: Mapping[str, Any], desired: Mapping[str, Any]) -> list[
     out: list[Transition] = []
     before = {c["type"]: c for c in _conditions(current)}
     after = {c["type"]: c for c in _conditions(desired)}
-    old, new = before.get(ATTESTATION_VERIFIED), after.get(ATTESTATION_VERIFIED)
-    if new is not None and (
-        old is None or (old.get("status"), old.get("message")) != (new["status"], new["message"])
-    ):
-        kind = "Normal" if new["status"] == "True" else "Warning"
-        out.append(Transition(kind, new["reason"], new["message"]))
+    for kind_of_check in (ATTESTATION_VERIFIED, SOURCE_IMAGE_VERIFIED):
+        old, new = before.get(kind_of_check), after.get(kind_of_check)
+        if new is not None and (
+            old is None or (old.get("status"), old.get("message")) != (new["status"], new["message"])
+        ):
+            kind = "Normal" if new["status"] == "True" else "Warning"
+            out.append(Transition(kind, new["reason"], new["message"]))
     before_pub, after_pub = current.get("prefetchOCI") or {}, desired.get("prefetchOCI") or {}
     if after_pub and (before_pub.get("phase"), before_pub.get("fingerprint")) != (
         after_pub.get("phase"),

@@ -93,8 +93,13 @@ def job_name(model: str, fingerprint: str) -> str:
     return model[: 63 - len(suffix)].rstrip("-.") + suffix
 
 
-def build_job(model: Mapping[str, Any], image: str) -> dict[str, Any]:
+def build_job(
+    model: Mapping[str, Any], image: str, *, plain_http: frozenset[str] = frozenset()
+) -> dict[str, Any]:
     """The Job that stages and publishes ``model``'s files; ``image`` is modelseal's own image.
+
+    ``plain_http`` are the registries the operator was told speak plain HTTP
+    (``--plain-http-registry``); a destination among them is pushed to that way.
 
     Raises:
         InputError: the Model's prefetchOCI cannot be admitted (see :func:`plan_prefetch`).
@@ -125,6 +130,8 @@ def build_job(model: Mapping[str, Any], image: str) -> dict[str, Any]:
                     "--result-file", "/dev/termination-log", "--docker-config", DOCKER_CONFIG]  # fmt: skip
     if spec.get("source"):
         publish_args += ["--source", spec["source"]]
+    if parse_reference(destination).registry in plain_http:
+        publish_args.append("--plain-http")
     storage_resources = {"requests": {"ephemeral-storage": storage}, "limits": {"ephemeral-storage": storage}}
     hardened = {
         "allowPrivilegeEscalation": False,

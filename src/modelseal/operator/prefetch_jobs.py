@@ -55,8 +55,9 @@ def current_publication(status: Mapping[str, Any]) -> Publication | None:
 class PrefetchJobs:
     """The publication Jobs of every Model, followed through the API and the Job watch."""
 
-    def __init__(self, publisher_image: str) -> None:
+    def __init__(self, publisher_image: str, plain_http: frozenset[str] = frozenset()) -> None:
         self.publisher_image = publisher_image
+        self.plain_http = plain_http
         self.jobs: dict[JobKey, dict[str, Any]] = {}
 
     def observe_job(self, namespace: str, name: str, body: Mapping[str, Any] | None) -> None:
@@ -113,7 +114,9 @@ class PrefetchJobs:
                     return Publication(
                         FAILED, fingerprint, generation, message=f"prefetchOCI refused: {problem}"
                     )
-                body = await api.create_job(build_job(model, self.publisher_image))
+                body = await api.create_job(
+                    build_job(model, self.publisher_image, plain_http=self.plain_http)
+                )
                 _logger.info("Model %s/%s: created publication Job %s", namespace, name, job)
             self.jobs[(namespace, job)] = body
             view = JobView.from_object(body)

@@ -13,7 +13,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -31,6 +31,7 @@ from modelseal.operator.metrics import OperatorMetrics
 from modelseal.operator.prefetch_jobs import PrefetchJobs
 from modelseal.operator.publication import FAILED, Publication
 from modelseal.operator.settings import OperatorSettings
+from modelseal.operator.source_image import SourceCheck, SourceImageChecker
 
 __all__ = ["ModelKey", "Reconciler"]
 
@@ -80,7 +81,8 @@ class Reconciler:
         self.configmaps: dict[tuple[str, str], ConfigMapRead] = {}
         self._locks: dict[ModelKey, asyncio.Lock] = {}
         self._retired: list[KubeApi] = []
-        self.publications = PrefetchJobs(settings.publisher_image)
+        self.publications = PrefetchJobs(settings.publisher_image, settings.registry_access.plain_http)
+        self.sources = SourceImageChecker(settings.registry_access)
 
     def use_api(self, api: KubeApi) -> None:
         """Talk through ``api`` from now on (fresh credentials); the old client closes at the end."""
@@ -214,9 +216,15 @@ class Reconciler:
                 self.metrics.verifications.labels(result=result, reason=outcome.code.value).inc()
             generation = int(model["metadata"].get("generation") or 1)
             publication: Publication | None = None
-            if isinstance(spec.get("prefetchOCI"), dict) and not (outcome is not None and outcome.blocks):
+            source: SourceCheck | None = None
+            if outcome is not None and not outcome.blocks:
+                source = await self.sources.check(spec)
+                if source is not None and self.settings.mode is not Mode.ENFORCE:
+                    source = replace(source, blocks=False)
+            blocked = (outcome is not None and outcome.blocks) or (source is not None and source.blocks)
+            if isinstance(spec.get("prefetchOCI"), dict) and not blocked:
                 publication = await self.publications.follow(self.api, model, generation, fresh=fresh)
-            desired = desired_status(status, generation, outcome, now, publication)
+            desired = desired_status(status, generation, outcome, now, publication, source)
             patch = status_patch(status, desired)
             if patch is not None:
                 await self.api.patch_model_status(key[0], key[1], patch)
@@ -227,7 +235,7 @@ class Reconciler:
                     await self.api.post_event(model, event.type, event.reason, event.message, now)
                 _logger.info("Model %s/%s: %s", key[0], key[1], _summary(outcome, publication))
             waiting = publication is not None and (publication.in_progress or publication.phase == FAILED)
-            self.checked[key] = _Checked(now, bool(outcome and outcome.blocks) or waiting)
+            self.checked[key] = _Checked(now, blocked or waiting)
             self.metrics.reconcile_seconds.observe(time.perf_counter() - started)
             return outcome
 

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
+from pathlib import Path
 
 from modelseal import __version__
 from modelseal.attest.policy import TrustPolicy, load_policy
 from modelseal.attest.verdict import Mode
 from modelseal.durations import parse_max_age
 from modelseal.errors import UsageError
+from modelseal.operator.source_image import RegistryAccess
 
 __all__ = [
     "DEFAULT_PUBLISHER_IMAGE",
@@ -70,6 +72,7 @@ class OperatorSettings:
     recheck_interval: timedelta = timedelta(minutes=10)
     refused_retry: timedelta = timedelta(minutes=1)
     publisher_image: str = DEFAULT_PUBLISHER_IMAGE
+    registry_access: RegistryAccess = field(default_factory=RegistryAccess)
 
     @property
     def trusted_keys_ref(self) -> str:
@@ -87,6 +90,9 @@ class OperatorSettings:
         policy_file: str | None = None,
         recheck_interval: str = "10m",
         publisher_image: str = DEFAULT_PUBLISHER_IMAGE,
+        registry_config: str | None = None,
+        registry_ca_file: str | None = None,
+        plain_http_registries: tuple[str, ...] = (),
     ) -> OperatorSettings:
         """Validate the flags as LLMKube does, plus modelseal's own.
 
@@ -119,6 +125,7 @@ class OperatorSettings:
             policy=policy,
             recheck_interval=recheck,
             publisher_image=_image(publisher_image),
+            registry_access=_registry_access(registry_config, registry_ca_file, plain_http_registries),
         )
 
 
@@ -134,3 +141,18 @@ def _image(text: str) -> str:
             f"--publisher-image {text!r}: give an image reference, as in ghcr.io/org/modelseal:0.1.0"
         )
     return value
+
+
+def _registry_access(config: str | None, ca_file: str | None, plain_http: tuple[str, ...]) -> RegistryAccess:
+    """Check the registry flags now, so a typo fails at start rather than at the first oci:// Model.
+
+    Raises:
+        UsageError: a named file is missing, or a host is malformed.
+    """
+    for flag, path in (("--registry-config", config), ("--registry-ca-file", ca_file)):
+        if path is not None and not Path(path).is_file():
+            raise UsageError(f"{flag} {path}: no such file")
+    for host in plain_http:
+        if not host or "/" in host or any(ch.isspace() for ch in host):
+            raise UsageError(f"--plain-http-registry {host!r}: give a host[:port]")
+    return RegistryAccess(docker_config=config, ca_file=ca_file, plain_http=frozenset(plain_http))

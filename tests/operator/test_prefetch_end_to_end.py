@@ -1,0 +1,228 @@
+"""The operator with real parts around it: a real registry, real downloads, the Job's real commands.
+
+kmock stands in for the API server; the test stands in for the Job controller
+and the kubelet by running the containers of the Job the operator created,
+exactly as written (``python -m modelseal`` for the container image; the
+container paths mapped to folders), and reporting their exit codes and
+termination messages through the API. The image that lands in the registry
+is checked with skopeo, and a second Model consumes it through ``oci://``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from modelseal.operator.settings import GROUP, VERSION
+from modelseal.operator.source_image import RegistryAccess
+from modelseal.publish.publisher import StagedFile
+from tests.conftest import TESTDATA
+from tests.operator.cluster import ENFORCE, Cluster, condition, phase, running_operator
+from tests.publish.fileserver import file_server
+from tests.publish.helpers import push, skopeo
+from tests.publish.servers import Registry
+
+SAMPLE = TESTDATA / "sample-model"
+WEIGHTS = (SAMPLE / "model.safetensors").read_bytes()
+SAMPLE_SHA256 = hashlib.sha256(WEIGHTS).hexdigest()
+JOBS = "/apis/batch/v1/namespaces/default/jobs"
+
+
+async def trust_the_sample_key(cluster: Cluster) -> None:
+    await cluster.trusted_keys((TESTDATA / "keys" / "ed25519.pub").read_text(), name="ci.pub")
+    await cluster.attestation("sample-attestation", (TESTDATA / "reports" / "sample.dsse.json").read_bytes())
+
+
+def settings_for(registry: Registry) -> Any:
+    access = RegistryAccess(plain_http=frozenset({registry.host}))
+    return replace(ENFORCE, publisher_image="modelseal:test", registry_access=access)
+
+
+async def new_model(cluster: Cluster, name: str, spec: dict[str, Any]) -> None:
+    spec = {"sha256": SAMPLE_SHA256,
+            "attestation": {"configMapKeyRef": {"name": "sample-attestation", "key": "attestation.dsse.json"}},
+            **spec}  # fmt: skip
+    await cluster.create(cluster.models, {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Model",
+                                          "metadata": {"name": name, "namespace": "default"}, "spec": spec})  # fmt: skip
+
+
+class Kubelet:
+    """Runs a Job's containers as local processes and reports them through the API."""
+
+    def __init__(self, cluster: Cluster, root: Path) -> None:
+        self.cluster, self.root = cluster, root
+
+    def _mapped(self, args: list[str]) -> list[str]:
+        paths = {"/staging": self.root / "staging", "/docker-config": self.root / "docker-config",
+                 "/dev/termination-log": self.root / "termination-log"}  # fmt: skip
+        return [str(paths.get(a, a)) for a in args]
+
+    async def _secret(self, name: str) -> dict[str, Any]:
+        r = await self.cluster.client.get(f"/api/v1/namespaces/default/secrets/{name}")
+        assert r.status_code == 200, r.text
+        secret: dict[str, Any] = r.json()
+        return secret
+
+    async def run(self, job: dict[str, Any]) -> dict[str, tuple[int, str]]:
+        pod = job["spec"]["template"]["spec"]
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        config = await self._secret(volumes["docker-config"]["secret"]["secretName"])
+        (self.root / "docker-config").mkdir(parents=True)
+        (self.root / "docker-config" / "config.json").write_bytes(
+            base64.b64decode(config["data"][".dockerconfigjson"])
+        )
+        (self.root / "termination-log").write_bytes(b"")
+        await self.cluster.patch(f"{JOBS}/{job['metadata']['name']}/status", {"status": {"active": 1}})
+        results: dict[str, tuple[int, str]] = {}
+        for container in [*pod["initContainers"], *pod["containers"]]:
+            done = await asyncio.to_thread(
+                subprocess.run, [sys.executable, "-m", "modelseal", *self._mapped(container["args"])],
+                capture_output=True, text=True, timeout=120, env={**os.environ, "NO_COLOR": "1"},
+            )  # fmt: skip
+            message = (self.root / "termination-log").read_text() if container["name"] == "publisher" else ""
+            if done.returncode != 0 and not message:  # terminationMessagePolicy: FallbackToLogsOnError
+                message = done.stderr[-2048:]
+            results[container["name"]] = (done.returncode, message)
+            if done.returncode != 0:
+                break
+        await self._report(job, results)
+        return results
+
+    async def _report(self, job: dict[str, Any], results: dict[str, tuple[int, str]]) -> None:
+        meta = job["metadata"]
+        statuses = [
+            {"name": n, "state": {"terminated": {"exitCode": c, "message": m}}}
+            for n, (c, m) in results.items()
+        ]
+        await self.cluster.create("/api/v1/namespaces/default/pods", {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"{meta['name']}-abcde", "namespace": "default", "labels": {"job-name": meta["name"]},
+                         "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": meta["name"],
+                                              "uid": meta["uid"], "controller": True}]},
+            "spec": {"containers": [{"name": "publisher", "image": "modelseal:test"}]},
+            "status": {"initContainerStatuses": statuses[:1], "containerStatuses": statuses[1:]},
+        })  # fmt: skip
+        ok = all(code == 0 for code, _ in results.values()) and len(results) == 2
+        state = "Complete" if ok else "Failed"
+        await self.cluster.patch(f"{JOBS}/{meta['name']}/status", {"status": {
+            "active": 0, "succeeded" if ok else "failed": 1, "conditions": [{"type": state, "status": "True"}]}})  # fmt: skip
+
+
+async def test_prefetch_publishes_a_real_image_and_a_consumer_model_verifies_it(
+    k8s: Any, cluster: Cluster, registry: Registry, tmp_path: Path
+) -> None:
+    await trust_the_sample_key(cluster)
+    config = base64.b64encode(b'{"auths": {}}').decode()
+    await cluster.create("/api/v1/namespaces/default/secrets", {"apiVersion": "v1", "kind": "Secret",
+                         "type": "kubernetes.io/dockerconfigjson", "metadata": {"name": "push", "namespace": "default"},
+                         "data": {".dockerconfigjson": config}})  # fmt: skip
+    destination = f"{registry.host}/models/sample:v1"
+    files = {"/models/sample/model.safetensors": WEIGHTS}
+    with file_server(files=files, cut_after={"/models/sample/model.safetensors": 50}) as server:
+        async with running_operator(k8s, settings_for(registry)):
+            await new_model(cluster, "sample", {
+                "source": f"{server.url}/models/sample/model.safetensors",
+                "prefetchOCI": {"image": destination, "ephemeralStorage": "1Gi", "pushSecretRef": {"name": "push"}},
+            })  # fmt: skip
+            pending = await cluster.wait(
+                "sample", lambda m: (m.get("status") or {}).get("prefetchOCI", {}).get("jobName")
+            )
+            assert pending["status"]["phase"] == "Downloading"
+            job = (await cluster.client.get(f"{JOBS}/{pending['status']['prefetchOCI']['jobName']}")).json()
+            results = await Kubelet(cluster, tmp_path).run(job)
+            assert [code for code, _ in results.values()] == [0, 0], results
+            ready = await cluster.wait("sample", phase("Ready"))
+            published = ready["status"]["prefetchOCI"]
+            assert len(server.requests) == 2  # the cut download was retried (Range: tests/publish)
+
+            # the consumer: a second Model serves the published image, and the operator checks it
+            await new_model(cluster, "consumer", {"source": published["image"]})
+            consumer = await cluster.wait("consumer", phase("Ready"))
+    assert published["phase"] == "Succeeded" and published["files"] == ["model.safetensors"]
+    digest = json.loads(skopeo("inspect", "--tls-verify=false", f"docker://{destination}"))["Digest"]
+    assert published["image"] == f"oci://{registry.host}/models/sample@{digest}"
+    verified = condition(consumer, "SourceImageVerified")
+    assert verified is not None and verified["status"] == "True" and verified["reason"] == "Verified"
+    assert condition(ready, "SourceImageVerified") is None  # the publishing Model's source is not oci://
+
+
+async def test_a_download_that_fails_its_digest_fails_the_publication(
+    k8s: Any, cluster: Cluster, registry: Registry, tmp_path: Path
+) -> None:
+    await trust_the_sample_key(cluster)
+    await cluster.create("/api/v1/namespaces/default/secrets", {"apiVersion": "v1", "kind": "Secret",
+                         "type": "kubernetes.io/dockerconfigjson", "metadata": {"name": "push", "namespace": "default"},
+                         "data": {".dockerconfigjson": base64.b64encode(b"{}").decode()}})  # fmt: skip
+    with file_server(files={"/m/model.safetensors": WEIGHTS[:-1] + b"!"}) as server:
+        async with running_operator(k8s, settings_for(registry)):
+            await new_model(cluster, "tampered", {
+                "source": f"{server.url}/m/model.safetensors",
+                "prefetchOCI": {"image": f"{registry.host}/models/t:v1", "ephemeralStorage": "1Gi",
+                                "pushSecretRef": {"name": "push"}},
+            })  # fmt: skip
+            pending = await cluster.wait(
+                "tampered", lambda m: (m.get("status") or {}).get("prefetchOCI", {}).get("jobName")
+            )
+            job = (await cluster.client.get(f"{JOBS}/{pending['status']['prefetchOCI']['jobName']}")).json()
+            results = await Kubelet(cluster, tmp_path).run(job)
+            failed = await cluster.wait("tampered", phase("Failed"))
+    assert list(results) == ["downloader"] and results["downloader"][0] == 1
+    message = failed["status"]["prefetchOCI"]["message"]
+    assert message.startswith("downloader exited 1: ") and SAMPLE_SHA256 in message
+    assert condition(failed, "Degraded")["reason"] == "PublicationFailed"  # type: ignore[index]
+    assert skopeo_fails(f"docker://{registry.host}/models/t:v1")  # nothing was pushed
+
+
+def skopeo_fails(ref: str) -> bool:
+    r = subprocess.run(
+        ["skopeo", "inspect", "--tls-verify=false", ref], capture_output=True, timeout=60, check=False
+    )
+    return r.returncode != 0
+
+
+async def test_an_oci_source_must_record_the_attested_digest(
+    k8s: Any, cluster: Cluster, registry: Registry
+) -> None:
+    await trust_the_sample_key(cluster)
+    genuine = push(
+        registry.host, "models/sample:v1", [StagedFile("model.safetensors", SAMPLE / "model.safetensors")]
+    )
+    swapped = push(
+        registry.host, "models/swapped:v1", [StagedFile("model.safetensors", SAMPLE / "config.json")]
+    )
+    async with running_operator(k8s, settings_for(registry)):
+        await new_model(cluster, "genuine", {"source": genuine.image})
+        await new_model(cluster, "swapped", {"source": swapped.image})
+        await new_model(cluster, "tagged", {"source": f"oci://{registry.host}/models/sample:v1"})
+        ok = await cluster.wait("genuine", phase("Ready"))
+        refused = await cluster.wait("swapped", phase("Failed"))
+        tagged = await cluster.wait("tagged", phase("Ready"))
+    assert condition(ok, "SourceImageVerified")["status"] == "True"  # type: ignore[index]
+    mismatch = condition(refused, "SourceImageVerified")
+    assert (
+        mismatch is not None and mismatch["status"] == "False" and mismatch["reason"] == "SourceImageMismatch"
+    )
+    assert (
+        f"is recorded as {hashlib.sha256((SAMPLE / 'config.json').read_bytes()).hexdigest()}, not {SAMPLE_SHA256}"
+        in (mismatch["message"])
+    )
+    assert condition(refused, "Degraded")["reason"] == "SourceImageMismatch"  # type: ignore[index]
+    assert condition(refused, "AttestationVerified")["status"] == "True"  # type: ignore[index]
+    warning = condition(tagged, "SourceImageVerified")
+    assert (
+        warning is not None
+        and warning["reason"] == "SourceNotPinned"
+        and "a tag can move" in warning["message"]
+    )
+    events = [
+        (e["reason"], e["type"]) for e in await cluster.events() if e["involvedObject"]["name"] == "tagged"
+    ]
+    assert ("SourceNotPinned", "Warning") in events
