@@ -109,3 +109,75 @@ async def test_warn_never_blocks_on_a_real_cluster(real_cluster: Cluster) -> Non
         await cluster.new_model("unattested")
         model = await cluster.wait("unattested", phase("Ready"), timeout=60)
     assert condition(model, "AttestationVerified")["reason"] == "ModelAttestationRejected"  # type: ignore[index]
+
+
+PUBLISHER_IMAGE = os.environ.get("MODELSEAL_E2E_PUBLISHER_IMAGE", "")
+TESTDATA = Path(__file__).resolve().parents[2] / "testdata"
+
+
+async def serve_in_cluster(
+    cluster: Cluster, name: str, port: int, container: dict[str, Any], volumes: list[Any]
+) -> str:
+    """A one-replica Deployment and its Service; returns the Service's in-cluster host:port."""
+    ns, labels = cluster.namespace, {"app": name}
+    await cluster.create(f"/apis/apps/v1/namespaces/{ns}/deployments", {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": ns},
+        "spec": {"replicas": 1, "selector": {"matchLabels": labels}, "template": {
+            "metadata": {"labels": labels}, "spec": {"containers": [container], "volumes": volumes}}},
+    })  # fmt: skip
+    await cluster.create(f"/api/v1/namespaces/{ns}/services", {
+        "apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": ns},
+        "spec": {"selector": labels, "ports": [{"port": port, "targetPort": port}]},
+    })  # fmt: skip
+    for _ in range(300):  # until the Deployment reports a ready replica
+        r = await cluster.client.get(f"/apis/apps/v1/namespaces/{ns}/deployments/{name}")
+        if r.status_code == 200 and (r.json().get("status") or {}).get("readyReplicas"):
+            break
+        await asyncio.sleep(1)
+    return f"{name}.{ns}.svc.cluster.local:{port}"
+
+
+@pytest.mark.skipif(
+    not PUBLISHER_IMAGE, reason="needs MODELSEAL_E2E_PUBLISHER_IMAGE, an image of modelseal the cluster runs"
+)
+async def test_prefetch_oci_publishes_on_a_real_cluster(real_cluster: Cluster) -> None:
+    """A Model with prefetchOCI goes Pending -> Ready: a real Job stages from an in-cluster HTTP
+    server and pushes to an in-cluster registry (registry:2 over plain HTTP)."""
+    import base64
+    import hashlib
+
+    cluster, ns = real_cluster, real_cluster.namespace
+    weights = (TESTDATA / "sample-model" / "model.safetensors").read_bytes()
+    await cluster.create(f"/api/v1/namespaces/{ns}/configmaps", {"apiVersion": "v1", "kind": "ConfigMap",
+                         "metadata": {"name": "weights", "namespace": ns},
+                         "binaryData": {"model.safetensors": base64.b64encode(weights).decode()}})  # fmt: skip
+    files = await serve_in_cluster(cluster, "files", 8000, {
+        "name": "files", "image": PUBLISHER_IMAGE, "command": ["python", "-m", "http.server", "8000", "-d", "/w"],
+        "ports": [{"containerPort": 8000}], "volumeMounts": [{"name": "w", "mountPath": "/w"}],
+    }, [{"name": "w", "configMap": {"name": "weights"}}])  # fmt: skip
+    registry = await serve_in_cluster(cluster, "registry", 5000, {
+        "name": "registry", "image": "registry:2", "ports": [{"containerPort": 5000}]}, [])  # fmt: skip
+    config = base64.b64encode(b'{"auths": {}}').decode()
+    await cluster.create(f"/api/v1/namespaces/{ns}/secrets", {"apiVersion": "v1", "kind": "Secret",
+                         "type": "kubernetes.io/dockerconfigjson", "metadata": {"name": "push", "namespace": ns},
+                         "data": {".dockerconfigjson": config}})  # fmt: skip
+    await cluster.trusted_keys((TESTDATA / "keys" / "ed25519.pub").read_text(), name="ci.pub")
+    await cluster.attestation("att", (TESTDATA / "reports" / "sample.dsse.json").read_bytes())
+    from dataclasses import replace
+
+    from modelseal.operator.source_image import RegistryAccess
+
+    settings = replace(OperatorSettings(mode=Mode.ENFORCE, trusted_keys=(ns, "socair-trusted-keys")),
+                       publisher_image=PUBLISHER_IMAGE,
+                       registry_access=RegistryAccess(plain_http=frozenset({registry})))  # fmt: skip
+    spec = {"source": f"http://{files}/model.safetensors", "sha256": hashlib.sha256(weights).hexdigest(),
+            "attestation": {"configMapKeyRef": {"name": "att", "key": "attestation.dsse.json"}},
+            "prefetchOCI": {"image": f"{registry}/models/sample:v1", "ephemeralStorage": "1Gi",
+                            "pushSecretRef": {"name": "push"}}}  # fmt: skip
+    async with running_operator(None, settings, login=login, namespaces=(ns,), tick=1.0):
+        await cluster.create(cluster.models, {"apiVersion": "inference.llmkube.dev/v1alpha1", "kind": "Model",
+                                              "metadata": {"name": "sample", "namespace": ns}, "spec": spec})  # fmt: skip
+        model = await cluster.wait("sample", phase("Ready"), timeout=300)
+    published = model["status"]["prefetchOCI"]
+    assert published["phase"] == "Succeeded" and published["files"] == ["model.safetensors"]
+    assert published["image"].startswith(f"oci://{registry}/models/sample@sha256:")

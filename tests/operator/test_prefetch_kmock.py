@@ -178,6 +178,26 @@ async def test_a_model_goes_from_pending_to_ready_with_a_pinned_image(k8s: Any, 
             ("", "secrets", "get")} <= used  # fmt: skip
 
 
+async def test_a_restart_readopts_publications_without_new_jobs_or_writes(k8s: Any, cluster: Cluster) -> None:
+    await setup(cluster)
+    async with running_operator(k8s, SETTINGS):
+        await new_model(cluster, "done", spec())
+        await new_model(cluster, "running", spec(prefetchOCI={"image": f"{DESTINATION}:v2", "ephemeralStorage": "1Gi",
+                                                              "pushSecretRef": {"name": "push"}}))  # fmt: skip
+        done = publication(await cluster.wait("done", publishing("Pending")))["jobName"]
+        running = publication(await cluster.wait("running", publishing("Pending")))["jobName"]
+        await pod(cluster, await the_job(cluster, done), {"downloader": (0, ""), "publisher": (0, result())})
+        await job_status(cluster, done, COMPLETE)
+        await job_status(cluster, running, {"active": 1})
+        await cluster.wait("done", phase("Ready"))
+        before = await cluster.wait("running", publishing("Running"))
+    async with running_operator(k8s, SETTINGS) as again:
+        await asyncio.sleep(0.5)
+        assert again.metrics.status_writes._value.get() == 0
+    assert len(await jobs(cluster)) == 2
+    assert (await cluster.model("running"))["status"] == before["status"]
+
+
 async def test_an_enforce_refusal_never_starts_the_job(k8s: Any, cluster: Cluster) -> None:
     await setup(cluster, envelope="withheld")
     async with running_operator(k8s, SETTINGS):
