@@ -153,3 +153,11 @@ def test_fingerprint_follows_what_is_published() -> None:
 def test_job_name_fits_a_label() -> None:
     name = job_name("m" * 80, "sha256:" + "f" * 64)
     assert len(name) <= 63 and name.endswith("-publish-ffffffff")
+
+
+def test_the_publisher_records_the_source_without_its_secrets() -> None:
+    signed = {**MODEL["spec"], "source": "https://user:pw@bucket.example.com/qwen?X-Amz-Signature=s3cr3t"}
+    c = containers(build_job({**MODEL, "spec": signed}, IMAGE))
+    recorded = c["publisher"]["args"][c["publisher"]["args"].index("--source") + 1]
+    assert recorded == "https://bucket.example.com/qwen"
+    assert "s3cr3t" in " ".join(c["downloader"]["args"])  # the downloader needs the URL it was given

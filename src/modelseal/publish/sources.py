@@ -18,10 +18,22 @@ from pathlib import PurePosixPath
 from modelseal.errors import InputError
 from modelseal.publish.layout import validate_paths
 
-__all__ = ["HF_HOST", "StagePlan", "plan_stage"]
+__all__ = ["HF_HOST", "StagePlan", "plan_stage", "public_url"]
 
 HF_HOST = "huggingface.co"
 _GLOB = set("*?[")
+
+
+def public_url(url: str) -> str:
+    """``url`` without what may be secret (user info, query, fragment), for messages and annotations.
+
+    Signed URLs carry their credentials in the query; a local path is returned as it is.
+    """
+    parts = urllib.parse.urlsplit(url)
+    if not parts.scheme or not parts.netloc:
+        return url
+    host = parts.netloc.rpartition("@")[2]  # as written: hf:// organisations keep their case
+    return urllib.parse.urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from pathlib import Path
 import httpx
 
 from modelseal.errors import InputError, OperationalError, VerificationError
-from modelseal.publish.sources import HF_HOST, StagePlan
+from modelseal.publish.sources import HF_HOST, StagePlan, public_url
 
 __all__ = ["StagedFile", "Stager", "parse_quantity"]
 
@@ -253,11 +253,11 @@ class Stager:
             if status in (500, 502, 503, 504, 429, 408):
                 raise _Interrupted(f"HTTP {status}")
             if status == 404:
-                raise OperationalError(f"{plan.dest}: {_public(plan.origin)} was not found (HTTP 404)")
+                raise OperationalError(f"{plan.dest}: {public_url(plan.origin)} was not found (HTTP 404)")
             if status in (401, 403):
                 hint = "; set HF_TOKEN" if urllib.parse.urlsplit(plan.origin).hostname == HF_HOST else ""
                 raise OperationalError(
-                    f"{plan.dest}: {_public(plan.origin)} refused access (HTTP {status}){hint}"
+                    f"{plan.dest}: {public_url(plan.origin)} refused access (HTTP {status}){hint}"
                 )
             if status == 416 and have:
                 return have, 0  # the server has no bytes past what we hold: complete
@@ -271,7 +271,7 @@ class Stager:
                     partial.unlink(missing_ok=True)
                     raise _Interrupted(f"the server resumed at {start}, not {have}; starting again")
             elif status != 200:
-                raise OperationalError(f"{plan.dest}: {_public(plan.origin)} answered HTTP {status}")
+                raise OperationalError(f"{plan.dest}: {public_url(plan.origin)} answered HTTP {status}")
             expected = response.headers.get("Content-Length", "")
             got = 0
             with _open_partial(partial, have) as out:
@@ -303,13 +303,7 @@ class Stager:
                 response.close()
                 continue
             return response
-        raise OperationalError(f"{_public(url)}: more than {MAX_REDIRECTS} redirects")
-
-
-def _public(url: str) -> str:
-    """A URL without its query (which may hold signed credentials) for messages."""
-    parts = urllib.parse.urlsplit(url)
-    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
+        raise OperationalError(f"{public_url(url)}: more than {MAX_REDIRECTS} redirects")
 
 
 def _open_partial(path: Path, have: int) -> _Partial:
