@@ -80,8 +80,9 @@ primary_sha=$("$VENV/bin/modelseal" publish inspect "$image" --plain-http --json
   | "$VENV/bin/python" -c 'import json,sys; d=json.load(sys.stdin); print(d["files"][0]["sha256"])')
 ms verify "$out/report.dsse.json" --trusted "$out/intake.pub" --sha256 "$primary_sha"
 echo
-echo "== 10. the operator: LLMKube Models gated on their attestations (an emulated API server, no cluster)"
-"$VENV/bin/python" scripts/operator_demo.py
+echo "== 10. the operator: Models gated on their attestations, and one published by prefetchOCI (an emulated API server, no cluster)"
+"$VENV/bin/python" scripts/operator_demo.py --registry "127.0.0.1:$port"
 echo
 echo "demo complete: the untouched model was admitted, the tampered one refused, the admitted"
-echo "model is published as $image, and the operator kept unattested Models from Ready."
+echo "model is published as $image, and the operator kept unattested Models from Ready and"
+echo "published a Model's files before letting it be Ready."

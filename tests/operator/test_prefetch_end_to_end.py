@@ -10,13 +10,10 @@ is checked with skopeo, and a second Model consumes it through ``oci://``.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import hashlib
 import json
-import os
 import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -26,6 +23,7 @@ from modelseal.operator.source_image import RegistryAccess
 from modelseal.publish.publisher import StagedFile
 from tests.conftest import TESTDATA
 from tests.operator.cluster import ENFORCE, Cluster, condition, phase, running_operator
+from tests.operator.local_kubelet import JOBS, LocalKubelet
 from tests.publish.fileserver import file_server
 from tests.publish.helpers import push, skopeo
 from tests.publish.servers import Registry
@@ -33,7 +31,6 @@ from tests.publish.servers import Registry
 SAMPLE = TESTDATA / "sample-model"
 WEIGHTS = (SAMPLE / "model.safetensors").read_bytes()
 SAMPLE_SHA256 = hashlib.sha256(WEIGHTS).hexdigest()
-JOBS = "/apis/batch/v1/namespaces/default/jobs"
 
 
 async def trust_the_sample_key(cluster: Cluster) -> None:
@@ -52,68 +49,6 @@ async def new_model(cluster: Cluster, name: str, spec: dict[str, Any]) -> None:
             **spec}  # fmt: skip
     await cluster.create(cluster.models, {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Model",
                                           "metadata": {"name": name, "namespace": "default"}, "spec": spec})  # fmt: skip
-
-
-class Kubelet:
-    """Runs a Job's containers as local processes and reports them through the API."""
-
-    def __init__(self, cluster: Cluster, root: Path) -> None:
-        self.cluster, self.root = cluster, root
-
-    def _mapped(self, args: list[str]) -> list[str]:
-        paths = {"/staging": self.root / "staging", "/docker-config": self.root / "docker-config",
-                 "/dev/termination-log": self.root / "termination-log"}  # fmt: skip
-        return [str(paths.get(a, a)) for a in args]
-
-    async def _secret(self, name: str) -> dict[str, Any]:
-        r = await self.cluster.client.get(f"/api/v1/namespaces/default/secrets/{name}")
-        assert r.status_code == 200, r.text
-        secret: dict[str, Any] = r.json()
-        return secret
-
-    async def run(self, job: dict[str, Any]) -> dict[str, tuple[int, str]]:
-        pod = job["spec"]["template"]["spec"]
-        volumes = {v["name"]: v for v in pod["volumes"]}
-        config = await self._secret(volumes["docker-config"]["secret"]["secretName"])
-        (self.root / "docker-config").mkdir(parents=True)
-        (self.root / "docker-config" / "config.json").write_bytes(
-            base64.b64decode(config["data"][".dockerconfigjson"])
-        )
-        (self.root / "termination-log").write_bytes(b"")
-        await self.cluster.patch(f"{JOBS}/{job['metadata']['name']}/status", {"status": {"active": 1}})
-        results: dict[str, tuple[int, str]] = {}
-        for container in [*pod["initContainers"], *pod["containers"]]:
-            done = await asyncio.to_thread(
-                subprocess.run, [sys.executable, "-m", "modelseal", *self._mapped(container["args"])],
-                capture_output=True, text=True, timeout=120, env={**os.environ, "NO_COLOR": "1"},
-            )  # fmt: skip
-            message = (self.root / "termination-log").read_text() if container["name"] == "publisher" else ""
-            if done.returncode != 0 and not message:  # terminationMessagePolicy: FallbackToLogsOnError
-                message = done.stderr[-2048:]
-            results[container["name"]] = (done.returncode, message)
-            if done.returncode != 0:
-                break
-        await self._report(job, results)
-        return results
-
-    async def _report(self, job: dict[str, Any], results: dict[str, tuple[int, str]]) -> None:
-        meta = job["metadata"]
-        statuses = [
-            {"name": n, "state": {"terminated": {"exitCode": c, "message": m}}}
-            for n, (c, m) in results.items()
-        ]
-        await self.cluster.create("/api/v1/namespaces/default/pods", {
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": f"{meta['name']}-abcde", "namespace": "default", "labels": {"job-name": meta["name"]},
-                         "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": meta["name"],
-                                              "uid": meta["uid"], "controller": True}]},
-            "spec": {"containers": [{"name": "publisher", "image": "modelseal:test"}]},
-            "status": {"initContainerStatuses": statuses[:1], "containerStatuses": statuses[1:]},
-        })  # fmt: skip
-        ok = all(code == 0 for code, _ in results.values()) and len(results) == 2
-        state = "Complete" if ok else "Failed"
-        await self.cluster.patch(f"{JOBS}/{meta['name']}/status", {"status": {
-            "active": 0, "succeeded" if ok else "failed": 1, "conditions": [{"type": state, "status": "True"}]}})  # fmt: skip
 
 
 async def test_prefetch_publishes_a_real_image_and_a_consumer_model_verifies_it(
@@ -137,7 +72,7 @@ async def test_prefetch_publishes_a_real_image_and_a_consumer_model_verifies_it(
             )
             assert pending["status"]["phase"] == "Downloading"
             job = (await cluster.client.get(f"{JOBS}/{pending['status']['prefetchOCI']['jobName']}")).json()
-            results = await Kubelet(cluster, tmp_path).run(job)
+            results = await LocalKubelet(cluster, tmp_path).run(job)
             assert [code for code, _ in results.values()] == [0, 0], results
             ready = await cluster.wait("sample", phase("Ready"))
             published = ready["status"]["prefetchOCI"]
@@ -172,7 +107,7 @@ async def test_a_download_that_fails_its_digest_fails_the_publication(
                 "tampered", lambda m: (m.get("status") or {}).get("prefetchOCI", {}).get("jobName")
             )
             job = (await cluster.client.get(f"{JOBS}/{pending['status']['prefetchOCI']['jobName']}")).json()
-            results = await Kubelet(cluster, tmp_path).run(job)
+            results = await LocalKubelet(cluster, tmp_path).run(job)
             failed = await cluster.wait("tampered", phase("Failed"))
     assert list(results) == ["downloader"] and results["downloader"][0] == 1
     message = failed["status"]["prefetchOCI"]["message"]

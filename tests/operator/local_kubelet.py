@@ -1,0 +1,86 @@
+"""A stand-in for the Job controller and the kubelet: runs a Job's containers as local processes.
+
+The containers run exactly as the Job says (``python -m modelseal`` for the
+container image, whose entrypoint is ``modelseal``), with the container paths
+mapped to folders; their exit codes and termination messages are reported
+through the API as a pod and the Job's status. Used by the end-to-end tests
+and by ``scripts/operator_demo.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.operator.cluster import Cluster
+
+__all__ = ["JOBS", "LocalKubelet"]
+
+JOBS = "/apis/batch/v1/namespaces/default/jobs"
+
+
+class LocalKubelet:
+    """Runs a Job's containers as local processes and reports them through the API."""
+
+    def __init__(self, cluster: Cluster, root: Path) -> None:
+        self.cluster, self.root = cluster, root
+
+    def _mapped(self, args: list[str]) -> list[str]:
+        paths = {"/staging": self.root / "staging", "/docker-config": self.root / "docker-config",
+                 "/dev/termination-log": self.root / "termination-log"}  # fmt: skip
+        return [str(paths.get(a, a)) for a in args]
+
+    async def _secret(self, name: str) -> dict[str, Any]:
+        r = await self.cluster.client.get(f"/api/v1/namespaces/default/secrets/{name}")
+        assert r.status_code == 200, r.text
+        secret: dict[str, Any] = r.json()
+        return secret
+
+    async def run(self, job: dict[str, Any]) -> dict[str, tuple[int, str]]:
+        pod = job["spec"]["template"]["spec"]
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        config = await self._secret(volumes["docker-config"]["secret"]["secretName"])
+        (self.root / "docker-config").mkdir(parents=True)
+        (self.root / "docker-config" / "config.json").write_bytes(
+            base64.b64decode(config["data"][".dockerconfigjson"])
+        )
+        (self.root / "termination-log").write_bytes(b"")
+        await self.cluster.patch(f"{JOBS}/{job['metadata']['name']}/status", {"status": {"active": 1}})
+        results: dict[str, tuple[int, str]] = {}
+        for container in [*pod["initContainers"], *pod["containers"]]:
+            done = await asyncio.to_thread(
+                subprocess.run, [sys.executable, "-m", "modelseal", *self._mapped(container["args"])],
+                capture_output=True, text=True, timeout=120, env={**os.environ, "NO_COLOR": "1"},
+            )  # fmt: skip
+            message = (self.root / "termination-log").read_text() if container["name"] == "publisher" else ""
+            if done.returncode != 0 and not message:  # terminationMessagePolicy: FallbackToLogsOnError
+                message = done.stderr[-2048:]
+            results[container["name"]] = (done.returncode, message)
+            if done.returncode != 0:
+                break
+        await self._report(job, results)
+        return results
+
+    async def _report(self, job: dict[str, Any], results: dict[str, tuple[int, str]]) -> None:
+        meta = job["metadata"]
+        statuses = [
+            {"name": n, "state": {"terminated": {"exitCode": c, "message": m}}}
+            for n, (c, m) in results.items()
+        ]
+        await self.cluster.create("/api/v1/namespaces/default/pods", {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"{meta['name']}-abcde", "namespace": "default", "labels": {"job-name": meta["name"]},
+                         "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": meta["name"],
+                                              "uid": meta["uid"], "controller": True}]},
+            "spec": {"containers": [{"name": "publisher", "image": "modelseal:test"}]},
+            "status": {"initContainerStatuses": statuses[:1], "containerStatuses": statuses[1:]},
+        })  # fmt: skip
+        ok = all(code == 0 for code, _ in results.values()) and len(results) == 2
+        state = "Complete" if ok else "Failed"
+        await self.cluster.patch(f"{JOBS}/{meta['name']}/status", {"status": {
+            "active": 0, "succeeded" if ok else "failed": 1, "conditions": [{"type": state, "status": "True"}]}})  # fmt: skip
