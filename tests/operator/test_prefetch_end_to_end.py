@@ -70,7 +70,7 @@ async def test_prefetch_publishes_a_real_image_and_a_consumer_model_verifies_it(
             pending = await cluster.wait(
                 "sample", lambda m: (m.get("status") or {}).get("prefetchOCI", {}).get("jobName")
             )
-            assert pending["status"]["phase"] == "Downloading"
+            assert pending["status"]["phase"] == "Pending"
             job = (await cluster.client.get(f"{JOBS}/{pending['status']['prefetchOCI']['jobName']}")).json()
             results = await LocalKubelet(cluster, tmp_path).run(job)
             assert [code for code, _ in results.values()] == [0, 0], results

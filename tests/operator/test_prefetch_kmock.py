@@ -138,7 +138,7 @@ async def test_a_model_goes_from_pending_to_ready_with_a_pinned_image(k8s: Any, 
     async with running_operator(k8s, SETTINGS):
         await new_model(cluster, "qwen", spec())
         model = await cluster.wait("qwen", publishing("Pending"))
-        assert model["status"]["phase"] == "Downloading"
+        assert model["status"]["phase"] == "Pending"
         assert condition(model, "AttestationVerified")["status"] == "True"  # type: ignore[index]
         available = condition(model, "Available")
         assert (
@@ -210,7 +210,7 @@ async def test_an_enforce_refusal_never_starts_the_job(k8s: Any, cluster: Cluste
         await cluster.patch(f"{cluster.configmaps}/att",
                             {"data": {"attestation.dsse.json": socair_envelope("authorized").decode()}})  # fmt: skip
         model = await cluster.wait("qwen", publishing("Pending"))
-    assert model["status"]["phase"] == "Downloading" and len(await jobs(cluster)) == 1
+    assert model["status"]["phase"] == "Pending" and len(await jobs(cluster)) == 1
     degraded = condition(model, "Degraded")
     assert degraded is not None and degraded["status"] == "False" and degraded["reason"] == "Superseded"
 
@@ -221,7 +221,7 @@ async def test_warn_mode_publishes_a_refused_model(k8s: Any, cluster: Cluster) -
         await new_model(cluster, "qwen", spec())
         model = await cluster.wait("qwen", publishing("Pending"))
     assert condition(model, "AttestationVerified")["status"] == "False"  # type: ignore[index]
-    assert model["status"]["phase"] == "Downloading"
+    assert model["status"]["phase"] == "Pending"
 
 
 async def test_a_failed_job_reaches_message_and_degraded_and_deleting_it_retries(
@@ -252,7 +252,7 @@ async def test_a_failed_job_reaches_message_and_degraded_and_deleting_it_retries
         r = await cluster.client.delete(f"{JOBS}/{name}")
         assert r.status_code == 200, r.text
         model = await cluster.wait("qwen", publishing("Pending"))
-    assert model["status"]["phase"] == "Downloading" and publication(model)["jobName"] == name
+    assert model["status"]["phase"] == "Pending" and publication(model)["jobName"] == name
     assert condition(model, "Degraded")["status"] == "False"  # type: ignore[index]
 
 
@@ -297,7 +297,7 @@ async def test_a_fingerprint_change_publishes_again_and_other_changes_do_not(
         )
         model = await cluster.wait("qwen", publishing("Pending"))
     second = publication(model)["jobName"]
-    assert second != first and model["status"]["phase"] == "Downloading"
+    assert second != first and model["status"]["phase"] == "Pending"
     assert publication(model)["fingerprint"] == prefetch_fingerprint(spec(prefetchOCI=moved))
     assert "image" not in publication(model)  # the old image is not this fingerprint's publication
     assert {j["metadata"]["name"] for j in await jobs(cluster)} == {first, second}
@@ -333,4 +333,4 @@ async def test_admission_rules_refuse_with_a_reason_and_heal(k8s: Any, cluster: 
         assert await jobs(cluster) == []
         await push_secret(cluster, "kubernetes.io/dockerconfigjson", name="nope")
         healed = await cluster.wait("missing", publishing("Pending"), timeout=5)
-    assert healed["status"]["phase"] == "Downloading"
+    assert healed["status"]["phase"] == "Pending"

@@ -5,7 +5,8 @@ their status holds. enforce + refused: ``phase=Failed``, ``Degraded=True``
 and ``Available=False`` with the gate's reason and message; admitted (or
 warn, or off): ``phase=Ready``, ``Available=True``, and a Degraded left by an
 earlier refusal is cleared. With ``prefetchOCI``, Ready also waits for the
-publication of the current fingerprint: ``Downloading`` while its Job runs,
+publication of the current fingerprint: ``Pending`` until its Job's pod
+runs, then ``Downloading``,
 ``Failed`` (Degraded, reason ``PublicationFailed``) when it fails.
 """
 
@@ -18,7 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from modelseal.operator.gate import REASON_REJECTED, GateOutcome
-from modelseal.operator.publication import FAILED, SUCCEEDED, Publication
+from modelseal.operator.publication import FAILED, PENDING, SUCCEEDED, Publication
 from modelseal.operator.source_image import (
     REASON_MISMATCH,
     REASON_UNREADABLE,
@@ -141,7 +142,9 @@ def desired_status(
     if publication is not None and publication.phase != SUCCEEDED:
         note = f"publishing the model's files: {publication.message or publication.phase}"
         _set(conditions, AVAILABLE, False, REASON_PUBLISHING, note, generation, now)
-        return {**out, "phase": "Downloading", "conditions": conditions}
+        # Pending until the Job's pod runs, then Downloading until the publication ends
+        waiting = "Pending" if publication.phase == PENDING else "Downloading"
+        return {**out, "phase": waiting, "conditions": conditions}
     note = "the model passed the attestation gate"
     if outcome is not None and not outcome.admitted:
         note = "warn mode: the attestation was not admitted, and the model is not blocked"
