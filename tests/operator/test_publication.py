@@ -85,6 +85,13 @@ def test_failure_text_names_the_container_and_the_last_log_line() -> None:
     assert len(text) < 600 and "\x1b" not in text and text.endswith("...")
 
 
+def test_parse_result_checks_the_recorded_digests_against_the_pins() -> None:
+    recorded = result(files=[{"path": "model.gguf", "sha256": "ab" * 32}])
+    assert parse_result(recorded, "reg.example.com/models/qwen:v1", ["model.gguf"], {"model.gguf": "AB" * 32})
+    with pytest.raises(InputError, match="not the pinned"):
+        parse_result(recorded, "reg.example.com/models/qwen:v1", ["model.gguf"], {"model.gguf": "cd" * 32})
+
+
 def test_parse_result_accepts_only_this_plans_pinned_image() -> None:
     image, files = parse_result(result(), "reg.example.com/models/qwen:v1", ["model.gguf"])
     assert image == f"oci://reg.example.com/models/qwen@{DIGEST}" and files == ("model.gguf",)

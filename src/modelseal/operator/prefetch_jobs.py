@@ -137,7 +137,8 @@ class PrefetchJobs:
                     missing = "the Job completed, but no publisher result was found"
                     return Publication(FAILED, fingerprint, generation, job, message=missing)
                 try:
-                    image, published = parse_result(result, destination, files)
+                    pins = {p.dest: p.sha256 for p in plans if p.sha256}
+                    image, published = parse_result(result, destination, files, pins)
                 except InputError as e:
                     return Publication(FAILED, fingerprint, generation, job, message=str(e))
                 return Publication(SUCCEEDED, fingerprint, generation, job, image, published,

@@ -163,12 +163,15 @@ def failure_text(pods: Sequence[Mapping[str, Any]], job: JobView) -> str:
     return _one_line(job.reason) or "the Job failed"
 
 
-def parse_result(message: str, destination: str, files: Sequence[str]) -> tuple[str, tuple[str, ...]]:
+def parse_result(
+    message: str, destination: str, files: Sequence[str], pins: Mapping[str, str] | None = None
+) -> tuple[str, tuple[str, ...]]:
     """The published image and files from the publisher's termination message.
 
-    ``destination`` is ``spec.prefetchOCI.image`` and ``files`` the planned
-    image paths, primary first. A result naming another repository, no
-    digest, or other files is refused.
+    ``destination`` is ``spec.prefetchOCI.image``, ``files`` the planned
+    image paths, primary first, and ``pins`` their pinned SHA-256s. A result
+    naming another repository, no digest, other files, or a digest other than
+    a file's pin is refused.
 
     Raises:
         InputError: the message is not the publisher's result for this plan.
@@ -196,4 +199,12 @@ def parse_result(message: str, destination: str, files: Sequence[str]) -> tuple[
     paths = [f.get("path") if isinstance(f, dict) else f for f in listed]
     if paths != list(files):
         raise InputError(f"the publisher published {paths}, not the planned {list(files)}")
+    for entry in listed:
+        if not isinstance(entry, dict):
+            continue  # compacted to paths: the downloader checked the pins
+        pinned = (pins or {}).get(str(entry.get("path")))
+        if pinned is not None and entry.get("sha256") != pinned.lower():
+            raise InputError(
+                f"the publisher recorded {entry.get('sha256')} for {entry['path']}, not the pinned {want}"
+            )
     return image, tuple(files)
