@@ -12,7 +12,6 @@ order, ``concurrency`` at a time, and while the bytes in flight fit
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import logging
 import os
@@ -27,6 +26,7 @@ from pathlib import Path
 import httpx
 
 from modelseal.errors import InputError, OperationalError, VerificationError
+from modelseal.publish.partial import Digest, PartialWriter
 from modelseal.publish.sources import HF_HOST, StagePlan, public_url
 
 __all__ = ["StagedFile", "Stager", "parse_quantity"]
@@ -62,22 +62,6 @@ class StagedFile:
     skipped: bool = False
 
 
-class _Digest:
-    """A SHA-256 that can start again (when a server ignores Range)."""
-
-    def __init__(self) -> None:
-        self.h = hashlib.sha256()
-
-    def update(self, data: bytes) -> None:
-        self.h.update(data)
-
-    def reset(self) -> None:
-        self.h = hashlib.sha256()
-
-    def hexdigest(self) -> str:
-        return self.h.hexdigest()
-
-
 class _Interrupted(Exception):  # noqa: N818 - internal control flow
     """The transfer stopped early; worth another try."""
 
@@ -106,7 +90,8 @@ class Stager:
         self.progress = progress
         self._client = httpx.Client(
             transport=transport, follow_redirects=False, timeout=httpx.Timeout(30.0, read=300.0),
-            headers={"User-Agent": "modelseal-stage"},
+            # identity: the bytes hashed are the bytes served, never a decompressed copy
+            headers={"User-Agent": "modelseal-stage", "Accept-Encoding": "identity"},
         )  # fmt: skip
         self._lock = threading.Condition()
         self._in_flight = 0
@@ -186,7 +171,7 @@ class Stager:
             return StagedFile(plan.dest, final.stat().st_size, plan.sha256, skipped=True)
         key = hashlib.sha256(plan.dest.encode()).hexdigest()[:32]
         partial = self.target / ".cache" / "modelseal-stage" / f"{key}.partial"
-        hasher = _Digest()
+        hasher = Digest()
         restarts = 0
         if plan.is_local:
             self._copy_local(plan, partial, hasher)
@@ -204,20 +189,20 @@ class Stager:
         _logger.info("staged %s (%d bytes, sha256 %s)", plan.dest, size, digest)
         return StagedFile(plan.dest, size, digest, restarts)
 
-    def _copy_local(self, plan: StagePlan, partial: Path, hasher: _Digest) -> None:
+    def _copy_local(self, plan: StagePlan, partial: Path, hasher: Digest) -> None:
         try:
-            with open(plan.origin, "rb") as src, _open_partial(partial, 0) as out:
+            with (
+                open(plan.origin, "rb") as src,
+                PartialWriter(partial, 0, hasher, plan.dest, self.progress) as out,
+            ):
                 while block := src.read(BLOCK):
-                    hasher.update(block)
-                    _write(out, block, plan.dest)
-                    if self.progress:
-                        self.progress(len(block))
+                    out.feed(block)
         except FileNotFoundError:
             raise InputError(f"{plan.dest}: local source {plan.origin} does not exist") from None
         except IsADirectoryError:
             raise InputError(f"{plan.dest}: local source {plan.origin} is a directory") from None
 
-    def _download(self, plan: StagePlan, partial: Path, hasher: _Digest) -> int:
+    def _download(self, plan: StagePlan, partial: Path, hasher: Digest) -> int:
         have = 0
         if partial.exists():  # left by an earlier run: keep it, and hash it again
             with partial.open("rb") as f:
@@ -241,7 +226,7 @@ class Stager:
                 _logger.info("%s: %s; resuming at byte %d", plan.dest, e, have)
                 time.sleep(min(self.backoff * 2 ** (attempt - 1), 8.0))
 
-    def _transfer(self, plan: StagePlan, partial: Path, hasher: _Digest, have: int) -> tuple[int, int]:
+    def _transfer(self, plan: StagePlan, partial: Path, hasher: Digest, have: int) -> tuple[int, int]:
         headers = {"Range": f"bytes={have}-"} if have else {}
         try:
             response = self._follow("GET", plan.origin, headers, stream=True)
@@ -274,14 +259,13 @@ class Stager:
                 raise OperationalError(f"{plan.dest}: {public_url(plan.origin)} answered HTTP {status}")
             expected = response.headers.get("Content-Length", "")
             got = 0
-            with _open_partial(partial, have) as out:
+            with PartialWriter(partial, have, hasher, plan.dest, self.progress) as out:
                 try:
-                    for block in response.iter_bytes(256 * 1024):  # small: a cut loses little
-                        hasher.update(block)
-                        _write(out, block, plan.dest)
+                    # as the network delivers them (~64 KiB): no re-chunking copies, and a cut
+                    # loses nothing already received; hashing and writing overlap the next read
+                    for block in response.iter_bytes():
+                        out.feed(block)
                         got += len(block)
-                        if self.progress:
-                            self.progress(len(block))
                 except httpx.TransportError as e:
                     raise _Interrupted(f"{type(e).__name__} after {have + got} bytes") from None
             if expected.isdigit() and got != int(expected):
@@ -304,45 +288,6 @@ class Stager:
                 continue
             return response
         raise OperationalError(f"{public_url(url)}: more than {MAX_REDIRECTS} redirects")
-
-
-def _open_partial(path: Path, have: int) -> _Partial:
-    return _Partial(path, have)
-
-
-class _Partial:
-    """The partial file opened for appending at ``have`` (truncating anything past it)."""
-
-    def __init__(self, path: Path, have: int) -> None:
-        self.path, self.have = path, have
-
-    def __enter__(self) -> _Partial:
-        self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
-        os.ftruncate(self.fd, self.have)
-        os.lseek(self.fd, self.have, os.SEEK_SET)
-        return self
-
-    def write(self, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(self.fd, view) :]
-
-    def __exit__(self, *exc: object) -> None:
-        try:
-            os.fsync(self.fd)
-        finally:
-            os.close(self.fd)
-
-
-def _write(out: _Partial, block: bytes, dest: str) -> None:
-    try:
-        out.write(block)
-    except OSError as e:
-        if e.errno == errno.ENOSPC:
-            raise OperationalError(
-                f"{dest}: the disk is full (staging needs more ephemeral storage)"
-            ) from None
-        raise OperationalError(f"{dest}: write failed: {e.strerror or e}") from None
 
 
 def _sha256_of(path: Path) -> str:

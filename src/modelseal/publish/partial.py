@@ -1,0 +1,91 @@
+"""A file being staged: appended and hashed block by block, synced before it is used.
+
+Everything handed to the writer is both hashed and written, in that order,
+so a partial file and its digest always agree, which is what lets an
+interrupted download resume at the file's length (or a restarted process
+re-hash what an earlier one left). Hashing on a second thread was measured
+and is slower on two cores (benchmarks/bench_stage.py): the hand-over costs
+more than the overlap gains while the network thread parses HTTP.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+from collections.abc import Callable
+from pathlib import Path
+from types import TracebackType
+
+from modelseal.errors import OperationalError
+
+__all__ = ["Digest", "PartialWriter"]
+
+
+class Digest:
+    """A SHA-256 that can start again (when a server ignores Range)."""
+
+    def __init__(self) -> None:
+        self.h = hashlib.sha256()
+
+    def update(self, data: bytes) -> None:
+        self.h.update(data)
+
+    def reset(self) -> None:
+        self.h = hashlib.sha256()
+
+    def hexdigest(self) -> str:
+        return self.h.hexdigest()
+
+
+class PartialWriter:
+    """Appends to ``path`` from byte ``have`` (truncating anything past it), hashing into ``hasher``.
+
+    Raises (from :meth:`feed` or on leaving the ``with`` block):
+        OperationalError: the disk is full, or a write failed.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        have: int,
+        hasher: Digest,
+        dest: str,
+        progress: Callable[[int], None] | None = None,
+    ) -> None:
+        self.path, self.have, self.hasher, self.dest, self.progress = path, have, hasher, dest, progress
+        self._fd = -1
+
+    def __enter__(self) -> PartialWriter:
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
+        os.ftruncate(self._fd, self.have)
+        os.lseek(self._fd, self.have, os.SEEK_SET)
+        return self
+
+    def feed(self, block: bytes) -> None:
+        """Hash and append one block."""
+        self.hasher.update(block)
+        view = memoryview(block)
+        try:
+            while view:
+                view = view[os.write(self._fd, view) :]
+        except OSError as e:
+            raise self._failure(e) from None
+        if self.progress:
+            self.progress(len(block))
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        try:
+            if kind is None:
+                os.fsync(self._fd)
+        except OSError as e:
+            raise self._failure(e) from None
+        finally:
+            os.close(self._fd)
+
+    def _failure(self, e: OSError) -> OperationalError:
+        if e.errno == errno.ENOSPC:
+            return OperationalError(f"{self.dest}: the disk is full (staging needs more ephemeral storage)")
+        return OperationalError(f"{self.dest}: write failed: {e.strerror or e}")
