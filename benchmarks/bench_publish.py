@@ -22,6 +22,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -80,24 +82,49 @@ def curl_upload(reg: LocalRegistry, path: Path, digest: str) -> list[str]:
             f"{url}&digest={digest}"]  # fmt: skip
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+@contextmanager
+def registry_bench(doc: str, prefix: str) -> Iterator[tuple[Path, LocalRegistry, list[int]]]:
+    """Parse ``--sizes-mib`` and ``--dir``, start a registry there: (work dir, registry, sizes in MiB)."""
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
     parser.add_argument("--sizes-mib", default="1024,4096")
     parser.add_argument("--dir", type=Path, help="where to put files and the registry (default: a temp dir)")
     args = parser.parse_args()
-    work = args.dir or Path(tempfile.mkdtemp(prefix="modelseal-bench-publish-"))
+    work = args.dir or Path(tempfile.mkdtemp(prefix=prefix))
     work.mkdir(parents=True, exist_ok=True)
-    modelseal = str(Path(sys.executable).parent / "modelseal")
     print(f"machine: {machine()}")
     reg = LocalRegistry(work / "registry")
     try:
-        for size_mib in (int(s) for s in args.sizes_mib.split(",")):
-            size = size_mib * 2**20
-            weights = work / f"model-{size_mib}.gguf"
-            make_file(weights, size)
-            warm(weights)
-            with weights.open("rb") as f:
-                digest = "sha256:" + hashlib.file_digest(f, "sha256").hexdigest()
+        yield work, reg, [int(s) for s in args.sizes_mib.split(",")]
+    finally:
+        reg.stop()
+        if args.dir is None:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def model_file(work: Path, size_mib: int) -> tuple[Path, int, str]:
+    """A test file of ``size_mib`` MiB, in the page cache: (path, size, hex SHA-256)."""
+    size = size_mib * 2**20
+    weights = work / f"model-{size_mib}.gguf"
+    make_file(weights, size)
+    warm(weights)
+    with weights.open("rb") as f:
+        return weights, size, hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def print_rows(rows: list[tuple[str, float, float]], size: int) -> None:
+    """Wall time, throughput, peak RSS and the ratio to the first row (curl)."""
+    base = rows[0][1]
+    for label, wall, rss in rows:
+        print(f"  {label:<30} {wall:7.2f} s  {size / wall / 2**20:7.1f} MiB/s  peak RSS {rss:6.0f} MB"
+              f"  {wall / base:5.2f}x curl")  # fmt: skip
+
+
+def main() -> None:
+    modelseal = str(Path(sys.executable).parent / "modelseal")
+    with registry_bench(__doc__ or "", "modelseal-bench-publish-") as (work, reg, sizes):
+        for size_mib in sizes:
+            weights, size, hexdigest = model_file(work, size_mib)
+            digest = f"sha256:{hexdigest}"
             print(f"\none file, {gib(size)}:")
             ours = f"{reg.host}/bench/modelseal:v1"
             layout = work / f"layout-{size_mib}"
@@ -120,14 +147,7 @@ def main() -> None:
                     src = ["skopeo", "copy", "-q", "--preserve-digests", "--src-tls-verify=false"]
                     subprocess.run([*src, f"docker://{ours}", f"oci:{layout}:v1"], check=True)
             shutil.rmtree(layout, ignore_errors=True)
-            base = rows[0][1]
-            for label, wall, rss in rows:
-                print(f"  {label:<30} {wall:7.2f} s  {size / wall / 2**20:7.1f} MiB/s  peak RSS {rss:6.0f} MB"
-                      f"  {wall / base:5.2f}x curl")  # fmt: skip
-    finally:
-        reg.stop()
-        if args.dir is None:
-            shutil.rmtree(work, ignore_errors=True)
+            print_rows(rows, size)
 
 
 if __name__ == "__main__":

@@ -14,17 +14,14 @@ folder; wall time and peak RSS are printed with the ratio to curl.
 
 from __future__ import annotations
 
-import argparse
-import hashlib
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 import httpx
 
-from benchmarks.bench_publish import LocalRegistry
-from benchmarks.common import gib, machine, make_file, timed_command, warm
+from benchmarks.bench_publish import LocalRegistry, model_file, print_rows, registry_bench
+from benchmarks.common import gib, timed_command
 
 
 def serve_blob(reg: LocalRegistry, path: Path, digest: str) -> str:
@@ -39,23 +36,10 @@ def serve_blob(reg: LocalRegistry, path: Path, digest: str) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sizes-mib", default="1024,4096")
-    parser.add_argument("--dir", type=Path, help="where to put files and the registry (default: a temp dir)")
-    args = parser.parse_args()
-    work = args.dir or Path(tempfile.mkdtemp(prefix="modelseal-bench-stage-"))
-    work.mkdir(parents=True, exist_ok=True)
     modelseal = str(Path(sys.executable).parent / "modelseal")
-    print(f"machine: {machine()}")
-    reg = LocalRegistry(work / "registry")
-    try:
-        for size_mib in (int(s) for s in args.sizes_mib.split(",")):
-            size = size_mib * 2**20
-            weights = work / f"model-{size_mib}.gguf"
-            make_file(weights, size)
-            warm(weights)
-            with weights.open("rb") as f:
-                hexdigest = hashlib.file_digest(f, "sha256").hexdigest()
+    with registry_bench(__doc__ or "", "modelseal-bench-stage-") as (work, reg, sizes):
+        for size_mib in sizes:
+            weights, size, hexdigest = model_file(work, size_mib)
             url = serve_blob(reg, weights, f"sha256:{hexdigest}")
             weights.unlink()  # only the registry's copy stays, so the page cache holds what is served
             out = work / "out"
@@ -77,16 +61,9 @@ def main() -> None:
                 if staged is None or staged.stat().st_size != size:
                     raise SystemExit(f"{label}: the file was not downloaded whole")
                 rows.append((label, wall, rss))
-            base = rows[0][1]
-            for label, wall, rss in rows:
-                print(f"  {label:<30} {wall:7.2f} s  {size / wall / 2**20:7.1f} MiB/s  peak RSS {rss:6.0f} MB"
-                      f"  {wall / base:5.2f}x curl")  # fmt: skip
+            print_rows(rows, size)
             shutil.rmtree(out, ignore_errors=True)
             reg.wipe()
-    finally:
-        reg.stop()
-        if args.dir is None:
-            shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -57,6 +57,17 @@ def test_policy_file_replaces_the_keys_flag() -> None:
     assert s.allow_conditions and s.max_age == timedelta(days=90)
 
 
+def test_registry_and_publisher_flags(tmp_path: Path) -> None:
+    config = tmp_path / "config.json"
+    config.write_text("{}")
+    s = OperatorSettings.from_flags(mode="off", publisher_image="ghcr.io/x/modelseal:1", registry_config=str(config),
+                                    plain_http_registries=("127.0.0.1:5000",))  # fmt: skip
+    assert s.publisher_image == "ghcr.io/x/modelseal:1"
+    assert s.registry_access.docker_config == str(config)
+    assert s.registry_access.plain_http == frozenset({"127.0.0.1:5000"})
+    assert OperatorSettings.from_flags(mode="off").publisher_image == "modelseal:0.1.0"
+
+
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
@@ -69,6 +80,10 @@ def test_policy_file_replaces_the_keys_flag() -> None:
          "--recheck-interval must be at least 10s"),
         (["--model-attestation-allow-conditions=maybe"], "invalid boolean value 'maybe'"),
         (["--namespace", "a", "--all-namespaces"], "not allowed with argument"),
+        (["--publisher-image= "], "--publisher-image ' ': give an image reference"),
+        (["--registry-config=/nonexistent/config.json"], "--registry-config /nonexistent/config.json: no such file"),
+        (["--registry-ca-file=/nonexistent/ca.pem"], "--registry-ca-file /nonexistent/ca.pem: no such file"),
+        (["--plain-http-registry=http://r.example.com"], "--plain-http-registry 'http://r.example.com': give a host[:port]"),
     ],
 )  # fmt: skip
 def test_operator_run_flag_errors(cli: Run, flags: list[str], message: str) -> None:
