@@ -334,3 +334,16 @@ async def test_admission_rules_refuse_with_a_reason_and_heal(k8s: Any, cluster: 
         await push_secret(cluster, "kubernetes.io/dockerconfigjson", name="nope")
         healed = await cluster.wait("missing", publishing("Pending"), timeout=5)
     assert healed["status"]["phase"] == "Pending"
+
+
+async def test_a_completed_job_without_its_result_fails_closed(k8s: Any, cluster: Cluster) -> None:
+    await setup(cluster)
+    async with running_operator(k8s, SETTINGS):
+        await new_model(cluster, "qwen", spec())
+        name = publication(await cluster.wait("qwen", publishing("Pending")))["jobName"]
+        await job_status(cluster, name, COMPLETE)  # no pod: garbage-collected, or never reported
+        model = await cluster.wait("qwen", phase("Failed"))
+    assert publication(model)["message"] == (
+        f"Job {name} completed, but no pod of it holds the publisher's result; delete the Job to publish again"
+    )
+    assert "image" not in publication(model)

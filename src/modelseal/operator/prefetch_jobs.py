@@ -134,7 +134,10 @@ class PrefetchJobs:
                     return Publication(FAILED, fingerprint, generation, job, message=failure_text(pods, view))
                 result = publisher_result(pods, view)
                 if result is None:
-                    missing = "the Job completed, but no publisher result was found"
+                    missing = (
+                        f"Job {job} completed, but no pod of it holds the publisher's result;"
+                        " delete the Job to publish again"
+                    )
                     return Publication(FAILED, fingerprint, generation, job, message=missing)
                 try:
                     pins = {p.dest: p.sha256 for p in plans if p.sha256}
