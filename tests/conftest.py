@@ -7,11 +7,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from modelseal.attest.keys import Keyring
 from modelseal.attest.private_keys import SigningKey, load_signing_key
 from modelseal.cli import main
 from tests.cli.conftest import Result, Run
+
+# Properties are judged by their examples, not by wall time: on a loaded two-core machine a
+# single draw can take a second (imports, a busy neighbour), which is not a failure.
+settings.register_profile("modelseal", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("modelseal")
 
 TESTDATA = Path(__file__).resolve().parent.parent / "testdata"
 SOCAIR = TESTDATA / "socair"
