@@ -195,6 +195,23 @@ class Reconciler:
             return trusted, None
         return trusted, await self._configmap(namespace, ref[0], fresh)
 
+    async def _after_gate(
+        self, model: Mapping[str, Any], outcome: GateOutcome | None, generation: int, fresh: bool
+    ) -> tuple[SourceCheck | None, Publication | None]:
+        """What follows an admission: the ``oci://`` source check, then the publication.
+
+        Nothing follows a blocking refusal; in warn mode the source check reports only.
+        """
+        assert self.api is not None
+        if outcome is not None and outcome.blocks:
+            return None, None
+        source = await self.sources.check(model["spec"]) if outcome is not None else None
+        if source is not None and self.settings.mode is not Mode.ENFORCE:
+            source = replace(source, blocks=False)
+        if not isinstance(model["spec"].get("prefetchOCI"), dict) or (source is not None and source.blocks):
+            return source, None
+        return source, await self.publications.follow(self.api, model, generation, fresh=fresh)
+
     async def reconcile(self, key: ModelKey, *, fresh: bool = False) -> GateOutcome | None:
         """Decide one Model and write its status if it changed.
 
@@ -215,15 +232,8 @@ class Reconciler:
                 result = "admitted" if outcome.admitted else "refused"
                 self.metrics.verifications.labels(result=result, reason=outcome.code.value).inc()
             generation = int(model["metadata"].get("generation") or 1)
-            publication: Publication | None = None
-            source: SourceCheck | None = None
-            if outcome is not None and not outcome.blocks:
-                source = await self.sources.check(spec)
-                if source is not None and self.settings.mode is not Mode.ENFORCE:
-                    source = replace(source, blocks=False)
-            blocked = (outcome is not None and outcome.blocks) or (source is not None and source.blocks)
-            if isinstance(spec.get("prefetchOCI"), dict) and not blocked:
-                publication = await self.publications.follow(self.api, model, generation, fresh=fresh)
+            source, publication = await self._after_gate(model, outcome, generation, fresh)
+            blocked = any(x is not None and x.blocks for x in (outcome, source))
             desired = desired_status(status, generation, outcome, now, publication, source)
             patch = status_patch(status, desired)
             if patch is not None:
