@@ -60,6 +60,18 @@ class Cluster:
         items: list[dict[str, Any]] = r.json().get("items", []) if r.status_code == 200 else []
         return items
 
+    async def event(self, reason: str, about: str | None = None, timeout: float = 10.0) -> dict[str, Any]:
+        """The first Event with ``reason`` (about the Model ``about``), waiting for it: the operator
+        posts Events just after the status write a test waits for."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            for e in await self.events():
+                if e.get("reason") == reason and about in (None, e.get("involvedObject", {}).get("name")):
+                    return e
+            if asyncio.get_running_loop().time() > deadline:
+                raise AssertionError(f"no {reason} Event about {about or 'any Model'}")
+            await asyncio.sleep(0.02)
+
     async def trusted_keys(self, pem: str, name: str = "operator.pub") -> None:
         await self.create(self.configmaps, {"apiVersion": "v1", "kind": "ConfigMap",
                                        "metadata": {"name": "socair-trusted-keys", "namespace": self.namespace},

@@ -14,7 +14,7 @@ PHASES = ("Pending", "Downloading", "Copying", "Ready", "Failed")
 
 
 class OperatorMetrics:
-    """Verifications by result and reason, reconcile duration, Models by phase."""
+    """Verifications, reconcile duration, Models by phase, ended publications, source checks."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
@@ -29,6 +29,16 @@ class OperatorMetrics:
         self.models = Gauge("modelseal_models", "Models by status.phase.", ["phase"], registry=self.registry)
         self.status_writes = Counter(
             "modelseal_status_writes", "Model status patches.", registry=self.registry
+        )
+        self.publications = Counter(
+            "modelseal_publications", "prefetchOCI publications that ended, by phase (Succeeded, Failed).",
+            ["phase"], registry=self.registry,
+        )  # fmt: skip
+        self.source_checks = Counter(
+            "modelseal_source_image_checks",
+            "oci:// source checks by reason.",
+            ["reason"],
+            registry=self.registry,
         )
         for phase in PHASES:
             self.models.labels(phase=phase).set(0)

@@ -233,6 +233,8 @@ class Reconciler:
                 self.metrics.verifications.labels(result=result, reason=outcome.code.value).inc()
             generation = int(model["metadata"].get("generation") or 1)
             source, publication = await self._after_gate(model, outcome, generation, fresh)
+            if source is not None:
+                self.metrics.source_checks.labels(reason=source.reason).inc()
             blocked = any(x is not None and x.blocks for x in (outcome, source))
             desired = desired_status(status, generation, outcome, now, publication, source)
             patch = status_patch(status, desired)
@@ -243,6 +245,8 @@ class Reconciler:
                 self.metrics.count_phases(m["status"].get("phase") for m in self.models.values())
                 for event in transitions(status, desired):
                     await self.api.post_event(model, event.type, event.reason, event.message, now)
+                    if event.reason in ("PublicationSucceeded", "PublicationFailed"):
+                        self.metrics.publications.labels(phase=event.reason.removeprefix("Publication")).inc()
                 _logger.info("Model %s/%s: %s", key[0], key[1], _summary(outcome, publication))
             waiting = publication is not None and (publication.in_progress or publication.phase == FAILED)
             self.checked[key] = _Checked(now, blocked or waiting)
