@@ -161,3 +161,16 @@ def test_the_publisher_records_the_source_without_its_secrets() -> None:
     recorded = c["publisher"]["args"][c["publisher"]["args"].index("--source") + 1]
     assert recorded == "https://bucket.example.com/qwen"
     assert "s3cr3t" in " ".join(c["downloader"]["args"])  # the downloader needs the URL it was given
+
+
+def test_the_pod_is_schedulable_under_quotas_and_has_no_api_token() -> None:
+    job = build_job(MODEL, IMAGE)
+    pod = job["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False
+    for c in containers(job).values():
+        assert c["resources"]["requests"]["memory"] == "64Mi" and c["resources"]["limits"]["memory"] == "1Gi"
+        assert (
+            c["resources"]["requests"]["ephemeral-storage"]
+            == c["resources"]["limits"]["ephemeral-storage"]
+            == "40Gi"
+        )
