@@ -119,6 +119,9 @@ async def test_restart_readopts_without_rewriting_status(k8s: Any, cluster: Clus
         await asyncio.sleep(0.5)
         assert set(again.models) == {("default", "good"), ("default", "bad")}
         assert again.metrics.status_writes._value.get() == 0
+        # adopted Models are counted by phase though nothing was written
+        phases = again.metrics.count_phases()
+        assert phases["Ready"] == 1 and phases["Failed"] == 1 and phases["Pending"] == 0
     assert len(await cluster.events()) == events_before
     after = await cluster.model("bad")
     assert after["status"] == before["status"]

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections import Counter as Tally
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 __all__ = ["OperatorMetrics"]
 
@@ -26,7 +28,8 @@ class OperatorMetrics:
             "modelseal_reconcile_duration_seconds", "Time to reconcile one Model.", registry=self.registry,
             buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
         )  # fmt: skip
-        self.models = Gauge("modelseal_models", "Models by status.phase.", ["phase"], registry=self.registry)
+        self.phases: Callable[[], Iterable[str | None]] = tuple  # the reconciler points this at its Models
+        self.registry.register(_ModelsByPhase(self))
         self.status_writes = Counter(
             "modelseal_status_writes", "Model status patches.", registry=self.registry
         )
@@ -40,16 +43,26 @@ class OperatorMetrics:
             ["reason"],
             registry=self.registry,
         )
-        for phase in PHASES:
-            self.models.labels(phase=phase).set(0)
 
-    def count_phases(self, phases: Iterable[str | None]) -> None:
-        """Set the per-phase gauge from the phases of every known Model."""
-        tally = Tally(p or "Pending" for p in phases)
-        for phase in set(PHASES) | set(tally):
-            self.models.labels(phase=phase).set(tally.get(phase, 0))
+    def count_phases(self) -> dict[str, int]:
+        """Models by ``status.phase`` now (no phase yet counts as Pending)."""
+        tally = Tally(p or "Pending" for p in self.phases())
+        return {phase: tally.get(phase, 0) for phase in sorted(set(PHASES) | set(tally))}
 
     def serve(self, port: int, address: str = "0.0.0.0") -> Any:  # noqa: S104 - a pod's metrics port
         """Expose ``/metrics`` on ``port``; return the server (``shutdown()`` stops it)."""
         server, _thread = start_http_server(port, addr=address, registry=self.registry)
         return server
+
+
+class _ModelsByPhase(Collector):
+    """``modelseal_models{phase}``, counted when scraped rather than on every status write."""
+
+    def __init__(self, metrics: OperatorMetrics) -> None:
+        self.metrics = metrics
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        gauge = GaugeMetricFamily("modelseal_models", "Models by status.phase.", labels=["phase"])
+        for phase, count in self.metrics.count_phases().items():
+            gauge.add_metric([phase], count)
+        yield gauge

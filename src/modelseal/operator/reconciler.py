@@ -74,6 +74,7 @@ class Reconciler:
         self.settings = settings
         self.api = api
         self.metrics = metrics or OperatorMetrics()
+        self.metrics.phases = lambda: [m["status"].get("phase") for m in self.models.values()]
         self.cache = cache or VerdictCache()
         self.clock = clock
         self.models: dict[ModelKey, dict[str, Any]] = {}
@@ -110,7 +111,6 @@ class Reconciler:
         self.models.pop(key, None)
         self.checked.pop(key, None)
         self._locks.pop(key, None)
-        self.metrics.count_phases(m["status"].get("phase") for m in self.models.values())
 
     def observe_configmap(self, namespace: str, name: str, body: Mapping[str, Any] | None) -> list[ModelKey]:
         """Record a ConfigMap the watch reported (None: deleted); return the Models it affects.
@@ -242,7 +242,6 @@ class Reconciler:
                 await self.api.patch_model_status(key[0], key[1], patch)
                 model["status"] = desired
                 self.metrics.status_writes.inc()
-                self.metrics.count_phases(m["status"].get("phase") for m in self.models.values())
                 for event in transitions(status, desired):
                     await self.api.post_event(model, event.type, event.reason, event.message, now)
                     if event.reason in ("PublicationSucceeded", "PublicationFailed"):
