@@ -39,6 +39,10 @@ class ConfigMapRead:
     data: Mapping[str, str] = field(default_factory=dict)
     binary_data: Mapping[str, str] = field(default_factory=dict)  # base64, as the API sends it
     error: str | None = None
+    # the trusted keys parsed from this read, by source name: once per read, not per Model
+    _keys: dict[str, tuple[PublicKey, ...] | KeyFileError] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     @classmethod
     def from_object(cls, obj: Mapping[str, Any]) -> ConfigMapRead:
@@ -64,6 +68,24 @@ class ConfigMapRead:
     def entries(self) -> list[str]:
         """Every entry name in data and binaryData."""
         return sorted({*self.data, *self.binary_data})
+
+    def trusted_keys(self, source: str) -> tuple[PublicKey, ...]:
+        """The ``*.pub`` entries as keys, parsed on first use and kept with this read.
+
+        Raises:
+            KeyFileError: no ``.pub`` entries, or one that is not a usable key (``source`` names it).
+        """
+        found = self._keys.get(source)
+        if found is None:
+            try:
+                ring = Keyring.from_mapping({n: self.get(n) or b"" for n in self.entries()}, source=source)
+                found = tuple(ring.values())
+            except KeyFileError as e:
+                found = e
+            self._keys[source] = found
+        if isinstance(found, KeyFileError):
+            raise found
+        return found
 
 
 @dataclass(frozen=True)
@@ -123,20 +145,19 @@ class _RefusedError(Exception):
         self.message, self.code = message, code
 
 
-def _keyring(settings: OperatorSettings, trusted: ConfigMapRead | None) -> list[PublicKey]:
+def _keyring(settings: OperatorSettings, trusted: ConfigMapRead | None) -> tuple[PublicKey, ...]:
     if settings.trusted_keys is None:
-        return []
+        return ()
     ref = settings.trusted_keys_ref
     if trusted is None or trusted.error is not None:
         raise _RefusedError(f"read trusted keys ConfigMap {ref}: {trusted.error if trusted else 'not read'}")
-    entries = {name: trusted.get(name) or b"" for name in trusted.entries()}
     try:
-        return list(Keyring.from_mapping(entries, source=f"trusted keys ConfigMap {ref}").values())
+        return trusted.trusted_keys(f"trusted keys ConfigMap {ref}")
     except KeyFileError as e:
         raise _RefusedError(e.message, Reason(e.reason) if e.reason else Reason.INPUT_UNREADABLE) from None
 
 
-def _policy(settings: OperatorSettings, keys: list[PublicKey]) -> TrustPolicy:
+def _policy(settings: OperatorSettings, keys: tuple[PublicKey, ...]) -> TrustPolicy:
     base = settings.policy or TrustPolicy(Keyring())
     ring = Keyring([*base.keys.values(), *keys])
     return replace(base, keys=ring, allow_conditions=settings.allow_conditions, max_age=settings.max_age)

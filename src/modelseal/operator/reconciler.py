@@ -190,7 +190,8 @@ class Reconciler:
         if ref is None:
             return None, None
         keys = self.settings.trusted_keys
-        trusted = await self._configmap(keys[0], keys[1], fresh) if keys else None
+        # the trusted keys are shared by every Model: a recheck pass reads them once, up front
+        trusted = await self._configmap(keys[0], keys[1], fresh=False) if keys else None
         if trusted is not None and trusted.error is not None:
             return trusted, None
         return trusted, await self._configmap(namespace, ref[0], fresh)
@@ -215,7 +216,8 @@ class Reconciler:
     async def reconcile(self, key: ModelKey, *, fresh: bool = False) -> GateOutcome | None:
         """Decide one Model and write its status if it changed.
 
-        ``fresh`` reads the ConfigMaps from the API instead of the watch's copies.
+        ``fresh`` reads the Model's own ConfigMap and Job from the API instead of the
+        watch's copies (the trusted keys are refreshed once per pass, by :meth:`recheck`).
         """
         lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock:
@@ -267,5 +269,8 @@ class Reconciler:
     async def recheck(self) -> int:
         """Re-verify every Model that is due, reading its ConfigMaps afresh; return how many."""
         keys = self.due(self.clock())
+        trusted = self.settings.trusted_keys
+        if keys and trusted is not None and self.api is not None:
+            self.configmaps[trusted] = await self.api.read_configmap(*trusted)
         await self.reconcile_many(keys, fresh=True)
         return len(keys)

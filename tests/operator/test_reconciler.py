@@ -1,0 +1,74 @@
+"""The reconciler without a server: which API reads a pass makes, and what it parses."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from modelseal.errors import KeyFileError
+from modelseal.operator.gate import ConfigMapRead
+from modelseal.operator.kube import KubeApi
+from modelseal.operator.reconciler import Reconciler
+from tests.conftest import FIXTURE_NOW, FIXTURE_SHA256
+from tests.operator.cluster import ENFORCE, OPERATOR_PUB, socair_envelope
+
+TRUSTED = ("default", "socair-trusted-keys")
+
+
+class RecordingApi(KubeApi):
+    """ConfigMaps answered from memory; every read recorded."""
+
+    def __init__(self, maps: dict[tuple[str, str], ConfigMapRead]) -> None:
+        super().__init__("http://127.0.0.1:9")
+        self.maps, self.reads = maps, []  # type: ignore[var-annotated]
+
+    async def read_configmap(self, namespace: str, name: str) -> ConfigMapRead:
+        self.reads.append((namespace, name))
+        found = self.maps[(namespace, name)]
+        return ConfigMapRead(found.data, found.binary_data)  # a new object per read, as from the API
+
+    async def patch_model_status(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
+        pass
+
+    async def post_event(
+        self, model: Mapping[str, Any], kind: str, reason: str, message: str, now: Any
+    ) -> None:
+        pass
+
+
+async def test_a_recheck_reads_the_trusted_keys_once_and_parses_them_once() -> None:
+    envelope = socair_envelope("authorized").decode()
+    maps = {TRUSTED: ConfigMapRead({"operator.pub": OPERATOR_PUB})}
+    api = RecordingApi(maps)
+    clock = [FIXTURE_NOW]
+    reconciler = Reconciler(ENFORCE, api, clock=lambda: clock[0])
+    for i in range(3):
+        maps[("default", f"att-{i}")] = ConfigMapRead({"attestation.dsse.json": envelope})
+        reconciler.remember({"metadata": {"namespace": "default", "name": f"m{i}", "generation": 1},
+                             "spec": {"sha256": FIXTURE_SHA256, "attestation": {"configMapKeyRef": {
+                                 "name": f"att-{i}", "key": "attestation.dsse.json"}}}})  # fmt: skip
+    await reconciler.reconcile_many(sorted(reconciler.models))
+    assert api.reads.count(TRUSTED) == 1
+    assert all(m["status"]["phase"] == "Ready" for m in reconciler.models.values())
+
+    api.reads.clear()
+    clock[0] = FIXTURE_NOW + ENFORCE.recheck_interval + timedelta(seconds=1)
+    assert await reconciler.recheck() == 3
+    assert sorted(api.reads) == [("default", "att-0"), ("default", "att-1"), ("default", "att-2"), TRUSTED]
+    trusted = reconciler.configmaps[TRUSTED]
+    assert list(trusted._keys) == [f"trusted keys ConfigMap {'/'.join(TRUSTED)}"]  # parsed once for all three
+    await api.close()
+
+
+def test_the_parsed_keys_stay_with_their_read() -> None:
+    read = ConfigMapRead({"operator.pub": OPERATOR_PUB})
+    first = read.trusted_keys("src")
+    assert read.trusted_keys("src") is first
+    assert ConfigMapRead({"operator.pub": OPERATOR_PUB}).trusted_keys("src") is not first
+    broken = ConfigMapRead({"bad.pub": "not a key"})
+    for _ in range(2):  # a refusal is kept too, and raised again
+        with pytest.raises(KeyFileError, match=r"src: key 'bad\.pub'"):
+            broken.trusted_keys("src")
