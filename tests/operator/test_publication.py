@@ -151,3 +151,24 @@ def test_status_follows_the_publication() -> None:
     )
     gone = desired_status(failed, 4, None, NOW, None)
     assert status_patch(failed, gone)["status"]["prefetchOCI"] is None  # type: ignore[index]
+
+
+def test_a_source_refusal_fails_the_model_and_clears_once_it_passes() -> None:
+    from modelseal.operator.source_image import SourceCheck
+
+    mismatch = SourceCheck(False, "SourceImageMismatch", "recorded as x, not y", blocks=True)
+    failed = desired_status({}, 1, None, NOW, source=mismatch)
+    degraded = next(c for c in failed["conditions"] if c["type"] == "Degraded")
+    assert failed["phase"] == "Failed" and (degraded["status"], degraded["reason"]) == (
+        "True",
+        "SourceImageMismatch",
+    )
+    ok = desired_status(failed, 1, None, NOW, source=SourceCheck(True, "Verified", "records y"))
+    degraded = next(c for c in ok["conditions"] if c["type"] == "Degraded")
+    assert ok["phase"] == "Ready"
+    assert (degraded["status"], degraded["reason"], degraded["message"]) == (
+        "False",
+        "Superseded",
+        "the source image check no longer blocks",
+    )
+    assert [t.reason for t in transitions(failed, ok)] == ["Verified", "ModelReady"]

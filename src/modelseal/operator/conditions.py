@@ -34,7 +34,13 @@ AVAILABLE = "Available"
 DEGRADED = "Degraded"
 REASON_PUBLICATION_FAILED = "PublicationFailed"
 REASON_PUBLISHING = "Publishing"
-_CLEARABLE = (REASON_REJECTED, REASON_PUBLICATION_FAILED, REASON_MISMATCH, REASON_UNREADABLE)
+# a Degraded of these reasons is cleared, with this message, once the refusal no longer holds
+_CLEARED_BY = {
+    REASON_REJECTED: "the attestation is admitted",
+    REASON_MISMATCH: "the source image check no longer blocks",
+    REASON_UNREADABLE: "the source image check no longer blocks",
+    REASON_PUBLICATION_FAILED: "the publication recovered",
+}
 
 
 @dataclass(frozen=True)
@@ -112,11 +118,14 @@ def desired_status(
             generation,
             now,
         )
+
+    def failed(reason: str, message: str) -> dict[str, Any]:
+        _set(conditions, DEGRADED, True, reason, message, generation, now)
+        _set(conditions, AVAILABLE, False, reason, message, generation, now)
+        return {**out, "phase": "Failed", "conditions": conditions}
+
     if outcome is not None and outcome.blocks:
-        phase = "Failed"
-        _set(conditions, DEGRADED, True, REASON_REJECTED, outcome.message, generation, now)
-        _set(conditions, AVAILABLE, False, REASON_REJECTED, outcome.message, generation, now)
-        return {**out, "phase": phase, "conditions": conditions}
+        return failed(REASON_REJECTED, outcome.message)
     if source is None:
         conditions = [c for c in conditions if c["type"] != SOURCE_IMAGE_VERIFIED]
     else:
@@ -124,21 +133,12 @@ def desired_status(
             conditions, SOURCE_IMAGE_VERIFIED, source.verified, source.reason, source.message, generation, now
         )
         if source.blocks:
-            _set(conditions, DEGRADED, True, source.reason, source.message, generation, now)
-            _set(conditions, AVAILABLE, False, source.reason, source.message, generation, now)
-            return {**out, "phase": "Failed", "conditions": conditions}
+            return failed(source.reason, source.message)
     if publication is not None and publication.phase == FAILED:
-        _set(conditions, DEGRADED, True, REASON_PUBLICATION_FAILED, publication.message, generation, now)
-        _set(conditions, AVAILABLE, False, REASON_PUBLICATION_FAILED, publication.message, generation, now)
-        return {**out, "phase": "Failed", "conditions": conditions}
-    stale = next((c for c in conditions if c["type"] == DEGRADED and c.get("reason") in _CLEARABLE), None)
+        return failed(REASON_PUBLICATION_FAILED, publication.message)
+    stale = next((c for c in conditions if c["type"] == DEGRADED and c.get("reason") in _CLEARED_BY), None)
     if stale is not None:
-        cleared = (
-            "the attestation is admitted"
-            if stale["reason"] == REASON_REJECTED
-            else "the publication recovered"
-        )
-        _set(conditions, DEGRADED, False, "Superseded", cleared, generation, now)
+        _set(conditions, DEGRADED, False, "Superseded", _CLEARED_BY[stale["reason"]], generation, now)
     if publication is not None and publication.phase != SUCCEEDED:
         note = f"publishing the model's files: {publication.message or publication.phase}"
         _set(conditions, AVAILABLE, False, REASON_PUBLISHING, note, generation, now)
