@@ -88,8 +88,9 @@ def test_failure_text_names_the_container_and_the_last_log_line() -> None:
 def test_parse_result_checks_the_recorded_digests_against_the_pins() -> None:
     recorded = result(files=[{"path": "model.gguf", "sha256": "ab" * 32}])
     assert parse_result(recorded, "reg.example.com/models/qwen:v1", ["model.gguf"], {"model.gguf": "AB" * 32})
-    with pytest.raises(InputError, match="not the pinned"):
+    with pytest.raises(InputError) as e:
         parse_result(recorded, "reg.example.com/models/qwen:v1", ["model.gguf"], {"model.gguf": "cd" * 32})
+    assert str(e.value) == f"the publisher recorded {'ab' * 32} for model.gguf, not the pinned {'cd' * 32}"
 
 
 def test_parse_result_accepts_only_this_plans_pinned_image() -> None:

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
-from modelseal.errors import Error, InputError, KubeError
+from modelseal.errors import Error, KubeError
 from modelseal.operator.kube import KubeApi
 from modelseal.operator.prefetch import build_job, job_name, plan_prefetch, prefetch_fingerprint
 from modelseal.operator.publication import (
@@ -23,9 +24,7 @@ from modelseal.operator.publication import (
     SUCCEEDED,
     JobView,
     Publication,
-    failure_text,
-    parse_result,
-    publisher_result,
+    finished,
 )
 
 __all__ = ["PrefetchJobs", "current_publication"]
@@ -95,14 +94,12 @@ class PrefetchJobs:
         )
         fingerprint = prefetch_fingerprint(spec)
         recorded = current_publication(model.get("status") or {})
-        if recorded is not None and recorded.fingerprint == fingerprint and recorded.phase == SUCCEEDED:
-            return Publication(SUCCEEDED, fingerprint, generation, recorded.job_name, recorded.image,
-                               recorded.files, recorded.message)  # fmt: skip
+        if recorded is not None and (recorded.fingerprint, recorded.phase) == (fingerprint, SUCCEEDED):
+            return replace(recorded, generation=generation)
         try:
             plans, destination = plan_prefetch(spec)
         except Error as e:
             return Publication(FAILED, fingerprint, generation, message=f"prefetchOCI refused: {e}")
-        files = tuple(p.dest for p in plans)
         job = job_name(name, fingerprint)
         try:
             body = None if fresh else self.jobs.get((namespace, job))
@@ -123,31 +120,12 @@ class PrefetchJobs:
             if view.owner_uid != uid or view.fingerprint != fingerprint:
                 message = f"Job {namespace}/{job} exists and is not this Model's publication; delete it"
                 return Publication(FAILED, fingerprint, generation, job, message=message)
-            if view.complete or view.failed:
-                same = (
-                    recorded is not None and recorded.job_name == job and recorded.fingerprint == fingerprint
-                )
-                if view.failed and same and recorded is not None and recorded.phase == FAILED:
-                    return Publication(FAILED, fingerprint, generation, job, message=recorded.message)
-                pods = await api.list_job_pods(namespace, job)
-                if view.failed:
-                    return Publication(FAILED, fingerprint, generation, job, message=failure_text(pods, view))
-                result = publisher_result(pods, view)
-                if result is None:
-                    missing = (
-                        f"Job {job} completed, but no pod of it holds the publisher's result;"
-                        " delete the Job to publish again"
-                    )
-                    return Publication(FAILED, fingerprint, generation, job, message=missing)
-                try:
-                    pins = {p.dest: p.sha256 for p in plans if p.sha256}
-                    image, published = parse_result(result, destination, files, pins)
-                except InputError as e:
-                    return Publication(FAILED, fingerprint, generation, job, message=str(e))
-                return Publication(SUCCEEDED, fingerprint, generation, job, image, published,
-                                   f"published {len(published)} file(s)")  # fmt: skip
+            if view.active or not (view.complete or view.failed):
+                state, doing = (RUNNING, "is running") if view.active else (PENDING, "is starting")
+                return Publication(state, fingerprint, generation, job, message=f"Job {job} {doing}")
+            if recorded is not None and recorded.phase == FAILED and recorded.job_name == job:
+                return replace(recorded, generation=generation)  # final until the Job is deleted
+            pods = await api.list_job_pods(namespace, job)
         except KubeError as e:
             return Publication(PENDING, fingerprint, generation, job, message=f"waiting: {e}")
-        if view.active:
-            return Publication(RUNNING, fingerprint, generation, job, message=f"Job {job} is running")
-        return Publication(PENDING, fingerprint, generation, job, message=f"Job {job} is starting")
+        return finished(view, pods, destination, {p.dest: p.sha256 for p in plans}, generation)

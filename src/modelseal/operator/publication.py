@@ -22,6 +22,7 @@ __all__ = [
     "JobView",
     "Publication",
     "failure_text",
+    "finished",
     "parse_result",
     "publisher_result",
 ]
@@ -205,6 +206,38 @@ def parse_result(
         pinned = (pins or {}).get(str(entry.get("path")))
         if pinned is not None and entry.get("sha256") != pinned.lower():
             raise InputError(
-                f"the publisher recorded {entry.get('sha256')} for {entry['path']}, not the pinned {want}"
+                f"the publisher recorded {entry.get('sha256')} for {entry['path']}, not the pinned {pinned}"
             )
     return image, tuple(files)
+
+
+def finished(
+    job: JobView,
+    pods: Sequence[Mapping[str, Any]],
+    destination: str,
+    pins: Mapping[str, str | None],
+    generation: int,
+) -> Publication:
+    """The publication a finished Job made: its checked result, or why there is none.
+
+    ``pins`` are the planned image paths, primary first, with their pinned SHA-256s.
+    """
+
+    def failed(message: str) -> Publication:
+        return Publication(FAILED, job.fingerprint, generation, job.name, message=message)
+
+    if job.failed:
+        return failed(failure_text(pods, job))
+    result = publisher_result(pods, job)
+    if result is None:
+        return failed(
+            f"Job {job.name} completed, but no pod of it holds the publisher's result;"
+            " delete the Job to publish again"
+        )
+    files = list(pins)
+    try:
+        image, published = parse_result(result, destination, files, {k: v for k, v in pins.items() if v})
+    except InputError as e:
+        return failed(str(e))
+    return Publication(SUCCEEDED, job.fingerprint, generation, job.name, image, published,
+                       f"published {len(published)} file(s)")  # fmt: skip
