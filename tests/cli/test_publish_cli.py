@@ -130,7 +130,7 @@ def test_docker_config_credentials(cli: Run, basic_registry: Registry, tmp_path:
 def test_publish_errors(
     cli: Run, args: list[str], code: int, message: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("modelseal.publish.registry.RegistryClient._pause", _no_wait)
+    monkeypatch.setattr("modelseal.publish.registry.RegistryClient.retry_pause", _no_wait)
     r = cli("publish", *args)
     assert r.code == code, r.err
     assert r.err.startswith("error: ") and message in r.err.splitlines()[0]

@@ -101,7 +101,7 @@ class JobView:
             uid=str(meta.get("uid", "")),
             fingerprint=str((meta.get("annotations") or {}).get(FINGERPRINT_ANNOTATION, "")),
             owner_uid=str(owner.get("uid", "")),
-            active=int(status.get("active") or 0),
+            active=status["active"] if isinstance(status.get("active"), int) else 0,
             complete=complete and not failed,
             failed=failed,
             reason=reason,

@@ -26,6 +26,7 @@ from modelseal.errors import InputError, RegistryError
 from modelseal.publish import layout
 from modelseal.publish.reference import ImageReference
 from modelseal.publish.registry import RegistryClient
+from modelseal.publish.upload import upload_stream
 
 __all__ = ["LayerDigester", "PublishResult", "PublishedFile", "StagedFile", "plan_files", "publish"]
 
@@ -266,7 +267,7 @@ def publish(
     published: list[PublishedFile] = []
     for layer in layers:
         key = (layer.staged.path, layer.length)
-        digester = None
+        digester: LayerDigester | None = None
         uploaded = False
         if key in candidates:
             digester = _hash_layer(layer, None)
@@ -274,13 +275,11 @@ def publish(
             if digest != candidates[key] or not _present(client, digest, earlier):
                 digester = None
         if digester is None:
-            digester = layer.digester()
-            digester = client.upload_stream(layer.length, layer.read, digester, progress)  # type: ignore[assignment]
+            digester = upload_stream(client, layer.length, layer.read, layer.digester(), progress)
             uploaded = True
         elif progress is not None:
             progress(layer.length)
         layer.check_unchanged()
-        assert isinstance(digester, LayerDigester)
         published.append(
             PublishedFile(
                 layer.staged.path,

@@ -1,9 +1,9 @@
 """A client for the OCI distribution API: blobs, uploads and manifests.
 
 It authenticates on demand (Basic, or a Bearer token from the registry's
-token service), retries connection errors and 5xx answers with backoff,
-streams uploads in constant memory, resumes an interrupted upload from the
-offset the registry reports, and checks every digest the registry returns.
+token service), retries connection errors and 5xx answers with backoff, and
+checks every digest the registry returns; large blobs go up through
+:mod:`modelseal.publish.upload`, in constant memory and resumably.
 Credentials are sent only to the registry's own host (and to the token
 service it names, over HTTPS or on the same host); they never appear in
 errors or logs.
@@ -16,8 +16,7 @@ import logging
 import ssl
 import time
 import urllib.parse
-from collections.abc import Callable, Iterator
-from typing import Protocol
+from collections.abc import Iterator
 
 import httpx
 
@@ -26,7 +25,7 @@ from modelseal.publish.auth import Credentials
 from modelseal.publish.challenge import Authenticator
 from modelseal.publish.reference import ImageReference
 
-__all__ = ["MANIFEST_TYPES", "RegistryClient", "StreamDigester"]
+__all__ = ["MANIFEST_TYPES", "RETRY_STATUSES", "RegistryClient", "registry_error"]
 
 _logger = logging.getLogger(__name__)
 
@@ -40,25 +39,7 @@ MAX_MANIFEST_BYTES = 4 * 1024 * 1024
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 
 
-class StreamDigester(Protocol):
-    """Hashes a stream as it is uploaded; copies let an upload resume mid-stream."""
-
-    position: int
-
-    def update(self, data: bytes) -> None:
-        """Take the next bytes of the stream."""
-
-    def copy(self) -> StreamDigester:
-        """An independent copy of the current state."""
-
-    def hexdigest(self) -> str:
-        """The SHA-256 of the whole stream (call once all of it was fed)."""
-
-    def reset(self) -> StreamDigester:
-        """A new digester at position 0, for an upload that starts again."""
-
-
-def _registry_error(response: httpx.Response, what: str) -> RegistryError:
+def registry_error(response: httpx.Response, what: str) -> RegistryError:
     detail = ""
     try:
         errors = response.json().get("errors") or []
@@ -124,14 +105,15 @@ class RegistryClient:
 
     # -- requests, auth and retries -------------------------------------------------
 
-    def _url(self, path_or_url: str) -> str:
+    def resolve(self, path_or_url: str) -> str:
+        """An absolute URL on this registry for a path (or a Location header)."""
         return urllib.parse.urljoin(self.base + "/", path_or_url)
 
     def _same_host(self, url: str) -> bool:
         parts = urllib.parse.urlsplit(url)
         return parts.netloc.lower() == self.host.lower()
 
-    def _send(
+    def send(
         self,
         method: str,
         url: str,
@@ -139,6 +121,7 @@ class RegistryClient:
         headers: dict[str, str] | None = None,
         content: bytes | Iterator[bytes] | None = None,
     ) -> httpx.Response:
+        """One request, with the current authorization for this host; no retry (see :meth:`request`)."""
         h = dict(headers or {})
         if self._authorization and self._same_host(url):
             h["Authorization"] = self._authorization
@@ -159,30 +142,35 @@ class RegistryClient:
         Raises:
             RegistryError: refused, unreachable after retries, or an unexpected status.
         """
-        url = self._url(path_or_url)
+        url = self.resolve(path_or_url)
         authenticated = False
         attempt = 0
         while True:
             try:
-                response = self._send(method, url, headers=headers, content=content)
+                response = self.send(method, url, headers=headers, content=content)
             except httpx.TransportError as e:
                 _refuse_tls_failure(e, self.host)
-                attempt = self._pause(attempt, what, f"{type(e).__name__}: {e}")
+                attempt = self.retry_pause(attempt, what, f"{type(e).__name__}: {e}")
                 continue
             if response.status_code == 401 and self._same_host(url) and not authenticated:
-                self._authenticate(response)
+                self.answer_challenge(response)
                 authenticated = True
                 continue
             if response.status_code == 401:
                 raise RegistryError(f"{what}: the registry {self.host} refused the credentials (HTTP 401)")
             if response.status_code in RETRY_STATUSES:
-                attempt = self._pause(attempt, what, f"HTTP {response.status_code}", response)
+                attempt = self.retry_pause(attempt, what, f"HTTP {response.status_code}", response)
                 continue
             if response.status_code not in ok:
-                raise _registry_error(response, what)
+                raise registry_error(response, what)
             return response
 
-    def _pause(self, attempt: int, what: str, why: str, response: httpx.Response | None = None) -> int:
+    def retry_pause(self, attempt: int, what: str, why: str, response: httpx.Response | None = None) -> int:
+        """Wait before retry ``attempt`` (honouring Retry-After); return the next attempt number.
+
+        Raises:
+            RegistryError: the retries are spent.
+        """
         if attempt >= self.retries:
             raise RegistryError(f"{what}: {self.host} failed {attempt + 1} times, last: {why}")
         delay = min(self.backoff * 2**attempt, 8.0)
@@ -193,7 +181,8 @@ class RegistryClient:
         time.sleep(delay)
         return attempt + 1
 
-    def _authenticate(self, response: httpx.Response) -> None:
+    def answer_challenge(self, response: httpx.Response) -> None:
+        """Authorize the next requests from a 401's ``WWW-Authenticate`` challenge."""
         header = response.headers.get("WWW-Authenticate", "")
         self._authorization = self._auth.answer(header, self._scopes)
 
@@ -223,14 +212,16 @@ class RegistryClient:
             self.request("DELETE", location, what="cancel upload", ok=(200, 202, 204, 404))
         return False
 
-    def _start_upload(self) -> str:
+    def start_upload(self) -> str:
+        """Open a blob upload; return its location."""
         r = self.request("POST", f"/v2/{self.repository}/blobs/uploads/", what="start upload", ok=(202,))
         location = r.headers.get("Location")
         if not location:
             raise RegistryError(f"start upload: {self.host} gave no upload location")
-        return self._url(location)
+        return self.resolve(location)
 
-    def _finish_upload(self, location: str, digest: str, content: bytes = b"") -> None:
+    def finish_upload(self, location: str, digest: str, content: bytes = b"") -> None:
+        """Close an upload with its digest (and a last piece); the registry must agree on the digest."""
         sep = "&" if "?" in location else "?"
         url = f"{location}{sep}{urllib.parse.urlencode({'digest': digest})}"
         headers = {"Content-Type": "application/octet-stream", "Content-Length": str(len(content))}
@@ -245,109 +236,8 @@ class RegistryClient:
         """Upload a small blob in one request (skipped when present); return its digest."""
         digest = "sha256:" + hashlib.sha256(data).hexdigest()
         if not self.blob_exists(digest):
-            self._finish_upload(self._start_upload(), digest, data)
+            self.finish_upload(self.start_upload(), digest, data)
         return digest
-
-    def upload_stream(
-        self,
-        length: int,
-        read: Callable[[int, int], Iterator[bytes]],
-        digester: StreamDigester,
-        progress: Callable[[int], None] | None = None,
-    ) -> StreamDigester:
-        """Upload ``length`` bytes that ``read(start, end)`` yields, hashing them on the way.
-
-        Sent in PATCH requests of ``chunk_size`` bytes; after a broken request the
-        upload resumes at the offset the registry reports (or starts again when
-        it cannot). Returns the digester that saw the whole stream; the registry
-        checked its digest.
-
-        Raises:
-            RegistryError: the registry failed or refused after all retries.
-        """
-        attempt = 0
-        location = self._start_upload()
-        confirmed = 0
-        state = digester.copy()
-        while confirmed < length:
-            end = min(confirmed + self.chunk_size, length)
-            work = state.copy()
-            try:
-                location = self._patch(location, confirmed, end, read, work, progress)
-            except (httpx.TransportError, _RetryableStatusError) as e:
-                attempt = self._pause(attempt, "upload", str(e) or type(e).__name__)
-                location, confirmed, state = self._resume(location, confirmed, state, read)
-                continue
-            except _RestartUploadError as e:
-                attempt = self._pause(attempt, "upload", str(e))
-                location, confirmed, state = self._start_upload(), 0, state.reset()
-                continue
-            confirmed, state = end, work
-        if state.position != length:
-            raise RegistryError(f"upload: hashed {state.position} bytes of {length}")
-        self._finish_upload(location, "sha256:" + state.hexdigest())
-        return state
-
-    def _patch(
-        self,
-        location: str,
-        start: int,
-        end: int,
-        read: Callable[[int, int], Iterator[bytes]],
-        work: StreamDigester,
-        progress: Callable[[int], None] | None,
-    ) -> str:
-        def body() -> Iterator[bytes]:
-            for data in read(start, end):
-                work.update(data)
-                if progress is not None:
-                    progress(len(data))
-                yield data
-
-        headers = {
-            "Content-Type": "application/octet-stream",
-            "Content-Length": str(end - start),
-            "Content-Range": f"{start}-{end - 1}",
-        }
-        response = self._send("PATCH", location, headers=headers, content=body())
-        try:
-            if response.status_code == 401:
-                self._authenticate(response)
-                raise _RetryableStatusError("HTTP 401 during upload (token expired)")
-            if response.status_code in RETRY_STATUSES:
-                raise _RetryableStatusError(f"HTTP {response.status_code}")
-            if response.status_code in (404, 416):
-                raise _RestartUploadError(
-                    f"HTTP {response.status_code}: the registry lost the upload's place"
-                )
-            if response.status_code != 202:
-                raise _registry_error(response, "upload")
-            new = response.headers.get("Location")
-            return self._url(new) if new else location
-        finally:
-            response.close()
-
-    def _resume(
-        self,
-        location: str,
-        confirmed: int,
-        state: StreamDigester,
-        read: Callable[[int, int], Iterator[bytes]],
-    ) -> tuple[str, int, StreamDigester]:
-        """Ask the registry how much it has; hash forward to there, or start again."""
-        r = self.request("GET", location, what="upload status", ok=(204, 404))
-        received = None
-        rng = r.headers.get("Range", "")
-        if r.status_code == 204 and rng.startswith("0-") and rng[2:].isdigit() and rng != "0-0":
-            received = int(rng[2:]) + 1
-        # "0-0" means 0 or 1 bytes in distribution; a restart costs nothing then.
-        if received is None or received < confirmed or received > confirmed + self.chunk_size:
-            _logger.info("upload: the registry lost the upload; starting again")
-            return self._start_upload(), 0, state.reset()
-        for data in read(confirmed, received):
-            state.update(data)
-        _logger.info("upload: resuming at byte %d", received)
-        return (self._url(r.headers["Location"]) if r.headers.get("Location") else location), received, state
 
     # -- manifests -------------------------------------------------------------------
 
@@ -402,14 +292,6 @@ class RegistryClient:
             raise RegistryError(f"fetch manifest: {self.host} served {digest} for {reference}")
         media_type = r.headers.get("Content-Type", "").split(";")[0].strip()
         return body, media_type, digest
-
-
-class _RetryableStatusError(Exception):
-    """A PATCH answered with a status worth retrying."""
-
-
-class _RestartUploadError(Exception):
-    """The registry no longer knows where the upload is; start it again."""
 
 
 def _refuse_tls_failure(error: httpx.TransportError, host: str) -> None:
