@@ -134,6 +134,9 @@ def mutated(**changes: Any) -> dict[str, Any]:
         ),
         (mutated(sha256="b" * 64), "mutually exclusive"),
         (mutated(prefetchOCI=None), "spec.prefetchOCI is not set"),
+        (mutated(files=["model.gguf", 7]), "spec.files must be a list of strings"),
+        (mutated(mmproj=["x"]), "spec.mmproj a string"),
+        (mutated(fileSha256={"Qwen3-8B-Q4_K_M.gguf": 1}), "spec.fileSha256 must map file entries"),
     ],
 )
 def test_admission_rules(spec: dict[str, Any], message: str) -> None:

@@ -60,13 +60,28 @@ def plan_prefetch(spec: Mapping[str, Any]) -> tuple[list[StagePlan], str]:
         raise InputError(
             f"spec.source {source!r} is not a source the downloader stages (http, https, hf, local)"
         )
-    files = [f for f in spec.get("files") or [] if isinstance(f, str)]
-    if isinstance(spec.get("mmproj"), str) and spec["mmproj"]:
-        files.append(spec["mmproj"])
-    pins = {k: v for k, v in (spec.get("fileSha256") or {}).items() if isinstance(v, str)}
-    plans = plan_stage(source if isinstance(source, str) else None, files, sha256=spec.get("sha256") or None,
-                       file_sha256=pins)  # fmt: skip
+    plans = plan_stage(source if isinstance(source, str) else None, _entries(spec),
+                       sha256=spec.get("sha256") or None, file_sha256=_pins(spec))  # fmt: skip
     return plans, image
+
+
+def _entries(spec: Mapping[str, Any]) -> list[str]:
+    """``spec.files`` then ``spec.mmproj``: what the downloader is asked to stage."""
+    files, mmproj = spec.get("files") or [], spec.get("mmproj") or ""
+    if (
+        not isinstance(files, list)
+        or not all(isinstance(f, str) for f in files)
+        or not isinstance(mmproj, str)
+    ):
+        raise InputError("spec.files must be a list of strings and spec.mmproj a string")
+    return [*files, mmproj] if mmproj else list(files)
+
+
+def _pins(spec: Mapping[str, Any]) -> dict[str, str]:
+    pins = spec.get("fileSha256") or {}
+    if not isinstance(pins, dict) or not all(isinstance(v, str) for v in pins.values()):
+        raise InputError("spec.fileSha256 must map file entries to SHA-256 strings")
+    return dict(pins)
 
 
 def prefetch_fingerprint(spec: Mapping[str, Any]) -> str:
@@ -113,13 +128,10 @@ def build_job(
     stage_args = ["stage", "--to", STAGING]
     if spec.get("source"):
         stage_args += ["--source", spec["source"]]
-    entries = [f for f in spec.get("files") or [] if isinstance(f, str)]
-    if isinstance(spec.get("mmproj"), str) and spec["mmproj"]:
-        entries.append(spec["mmproj"])
-    stage_args += entries  # `modelseal stage` resolves them exactly as plan_prefetch did
+    stage_args += _entries(spec)  # `modelseal stage` resolves them exactly as plan_prefetch did
     if spec.get("sha256"):
         stage_args += ["--sha256", spec["sha256"]]
-    for entry, digest in sorted((spec.get("fileSha256") or {}).items()):
+    for entry, digest in sorted(_pins(spec).items()):
         stage_args += ["--file-sha256", f"{entry}={digest}"]
     if spec.get("downloadConcurrency"):
         stage_args += ["--download-concurrency", str(int(spec["downloadConcurrency"]))]
