@@ -137,11 +137,14 @@ def mutated(**changes: Any) -> dict[str, Any]:
         (mutated(files=["model.gguf", 7]), "spec.files must be a list of strings"),
         (mutated(mmproj=["x"]), "spec.mmproj a string"),
         (mutated(fileSha256={"Qwen3-8B-Q4_K_M.gguf": 1}), "spec.fileSha256 must map file entries"),
+        (mutated(fileSha256=["Qwen3-8B-Q4_K_M.gguf"]), "spec.fileSha256 must map file entries"),
+        (mutated(fileSha256=None, sha256=5), "spec.sha256 must be a string"),
     ],
 )
 def test_admission_rules(spec: dict[str, Any], message: str) -> None:
     with pytest.raises(InputError, match=message):
         plan_prefetch(spec)
+    assert prefetch_fingerprint(spec).startswith("sha256:")  # the refusal is recorded under a fingerprint
 
 
 def test_fingerprint_follows_what_is_published() -> None:

@@ -60,8 +60,11 @@ def plan_prefetch(spec: Mapping[str, Any]) -> tuple[list[StagePlan], str]:
         raise InputError(
             f"spec.source {source!r} is not a source the downloader stages (http, https, hf, local)"
         )
-    plans = plan_stage(source if isinstance(source, str) else None, _entries(spec),
-                       sha256=spec.get("sha256") or None, file_sha256=_pins(spec))  # fmt: skip
+    sha256 = spec.get("sha256") or None
+    if sha256 is not None and not isinstance(sha256, str):
+        raise InputError("spec.sha256 must be a string")
+    plans = plan_stage(source if isinstance(source, str) else None, _entries(spec), sha256=sha256,
+                       file_sha256=_pins(spec))  # fmt: skip
     return plans, image
 
 
@@ -90,16 +93,20 @@ def prefetch_fingerprint(spec: Mapping[str, Any]) -> str:
     Source, files (in order), sha256/fileSha256 and the destination: a change to
     any of them publishes again; anything else (tolerations, sizes) does not.
     """
-    oci = spec.get("prefetchOCI") or {}
+    oci, pins = spec.get("prefetchOCI") or {}, spec.get("fileSha256") or {}
+
+    def lower(value: Any) -> Any:  # any JSON value: a spec of the wrong shape still has a fingerprint
+        return value.lower() if isinstance(value, str) else value
+
     doc = {
         "source": spec.get("source") or "",
-        "files": list(spec.get("files") or []),
+        "files": spec.get("files") or [],
         "mmproj": spec.get("mmproj") or "",
-        "sha256": (spec.get("sha256") or "").lower(),
-        "fileSha256": {k: str(v).lower() for k, v in sorted((spec.get("fileSha256") or {}).items())},
+        "sha256": lower(spec.get("sha256") or ""),
+        "fileSha256": {str(k): lower(v) for k, v in pins.items()} if isinstance(pins, dict) else pins,
         "image": oci.get("image", "") if isinstance(oci, dict) else "",
     }
-    return "sha256:" + hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+    return "sha256:" + hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def job_name(model: str, fingerprint: str) -> str:
