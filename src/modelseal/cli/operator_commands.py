@@ -53,7 +53,7 @@ def register(commands: Any) -> None:
     )
     run.add_argument("--recheck-interval", default="10m", metavar="DURATION",
                      help="re-verify admitted Models this often (default 10m)")  # fmt: skip
-    run.add_argument("--publisher-image", default=None, metavar="IMAGE",
+    run.add_argument("--publisher-image", metavar="IMAGE",
                      help="the modelseal image prefetchOCI Jobs run (default modelseal:VERSION)")  # fmt: skip
     run.add_argument("--registry-config", metavar="FILE",
                      help="docker config.json with credentials for reading oci:// sources")  # fmt: skip
@@ -86,7 +86,7 @@ def run_cmd(args: argparse.Namespace) -> int:
         max_age=args.model_attestation_max_age,
         policy_file=args.model_attestation_policy,
         recheck_interval=args.recheck_interval,
-        **({"publisher_image": args.publisher_image} if args.publisher_image is not None else {}),
+        publisher_image=args.publisher_image,
         registry_config=args.registry_config,
         registry_ca_file=args.registry_ca_file,
         plain_http_registries=tuple(args.plain_http_registry),

@@ -89,7 +89,7 @@ class OperatorSettings:
         max_age: str = "0",
         policy_file: str | None = None,
         recheck_interval: str = "10m",
-        publisher_image: str = DEFAULT_PUBLISHER_IMAGE,
+        publisher_image: str | None = None,
         registry_config: str | None = None,
         registry_ca_file: str | None = None,
         plain_http_registries: tuple[str, ...] = (),
@@ -124,7 +124,7 @@ class OperatorSettings:
             max_age=age if age > timedelta(0) else (policy.max_age if policy else None),
             policy=policy,
             recheck_interval=recheck,
-            publisher_image=_image(publisher_image),
+            publisher_image=DEFAULT_PUBLISHER_IMAGE if publisher_image is None else _image(publisher_image),
             registry_access=_registry_access(registry_config, registry_ca_file, plain_http_registries),
         )
 
