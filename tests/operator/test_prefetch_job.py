@@ -161,14 +161,6 @@ def test_job_name_fits_a_label() -> None:
     assert len(name) <= 63 and name.endswith("-publish-ffffffff")
 
 
-def test_the_publisher_records_the_source_without_its_secrets() -> None:
-    signed = {**MODEL["spec"], "source": "https://user:pw@bucket.example.com/qwen?X-Amz-Signature=s3cr3t"}
-    c = containers(build_job({**MODEL, "spec": signed}, IMAGE))
-    recorded = c["publisher"]["args"][c["publisher"]["args"].index("--source") + 1]
-    assert recorded == "https://bucket.example.com/qwen"
-    assert "s3cr3t" in " ".join(c["downloader"]["args"])  # the downloader needs the URL it was given
-
-
 def test_the_pod_is_schedulable_under_quotas_and_has_no_api_token() -> None:
     job = build_job(MODEL, IMAGE)
     pod = job["spec"]["template"]["spec"]

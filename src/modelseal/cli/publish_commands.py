@@ -89,7 +89,6 @@ def publish_cmd(args: argparse.Namespace) -> int:
     from modelseal.publish.layout import Platform, layer_length
     from modelseal.publish.publisher import plan_files, publish
     from modelseal.publish.reference import parse_reference
-    from modelseal.publish.sources import public_url
 
     destination = parse_reference(args.image, require="tag")
     reuse = [parse_reference(r, allow_oci_scheme=True) for r in args.reuse_from or []]
@@ -108,7 +107,7 @@ def publish_cmd(args: argparse.Namespace) -> int:
             destination,
             files,
             client,
-            source=public_url(args.source) if args.source else None,
+            source=args.source,
             platform=platform,
             reuse_from=reuse,
             progress=bar.advance,

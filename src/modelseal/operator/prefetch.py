@@ -18,7 +18,7 @@ from modelseal.errors import Error, InputError
 from modelseal.operator.publication import FINGERPRINT_ANNOTATION
 from modelseal.operator.settings import GROUP, VERSION
 from modelseal.publish.reference import parse_reference
-from modelseal.publish.sources import StagePlan, plan_stage, public_url
+from modelseal.publish.sources import StagePlan, plan_stage
 from modelseal.publish.stage import parse_quantity
 
 __all__ = ["build_job", "job_name", "plan_prefetch", "prefetch_fingerprint"]
@@ -147,8 +147,8 @@ def build_job(
         stage_args += ["--download-max-in-flight", spec["downloadMaxInFlightSize"]]
     publish_args = ["publish", "--image", destination, "--from", STAGING, "--primary", plans[0].dest,
                     "--result-file", "/dev/termination-log", "--docker-config", DOCKER_CONFIG]  # fmt: skip
-    if spec.get("source"):  # recorded in the image: never a signed URL's query or user info
-        publish_args += ["--source", public_url(spec["source"])]
+    if spec.get("source"):  # recorded in the image, without a signed URL's query (publish drops it)
+        publish_args += ["--source", spec["source"]]
     if parse_reference(destination).registry in plain_http:
         publish_args.append("--plain-http")
     # memory: both commands stream (32-36 MB peak RSS at 1 and 4 GiB, benchmarks/), so the limit

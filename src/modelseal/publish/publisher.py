@@ -26,6 +26,7 @@ from modelseal.errors import InputError, RegistryError
 from modelseal.publish import layout
 from modelseal.publish.reference import ImageReference
 from modelseal.publish.registry import RegistryClient
+from modelseal.publish.sources import public_url
 from modelseal.publish.upload import upload_stream
 
 __all__ = ["LayerDigester", "PublishResult", "PublishedFile", "StagedFile", "plan_files", "publish"]
@@ -252,11 +253,15 @@ def publish(
 ) -> PublishResult:
     """Push ``files`` (primary first) as one image to ``destination`` (which has a tag).
 
+    ``source`` is recorded in the image and the result without a URL's query
+    or user info, so a signed download URL never ends up in a registry.
+
     Raises:
         InputError: a file is missing, not regular, or changes while publishing.
         RegistryError: the registry refused or failed.
     """
     assert destination.tag is not None
+    source = public_url(source) if source else None
     layout.validate_paths([f.path for f in files])
     layers = [_Layer(f) for f in files]
     earlier = [(destination, destination.tag)]
