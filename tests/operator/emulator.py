@@ -1,6 +1,7 @@
 """kmock 0.8 made realistic enough for kopf (reference/env.md §3.3).
 
-kmock gives no resourceVersion, uid, creationTimestamp or generation, loses
+kmock gives no resourceVersion, uid, creationTimestamp or generation, ignores
+a patch's ``metadata.resourceVersion`` precondition, loses
 watch events published while it replays existing objects, ignores
 ``?resourceVersion=`` on watches, answers 500 to a failed JSON-patch ``test``
 and does not support ``generateName``. This subclass fixes those, using kmock
@@ -34,6 +35,18 @@ class RealisticEmulator(kmock.KubernetesEmulator):
             and isinstance(request.data, dict | list)
             and request.action in writes
         ):
+            if request.action == enums.action.UPDATE and isinstance(request.data, dict):
+                wanted = (request.data.get("metadata") or {}).get("resourceVersion")
+                key = (request.resource, request.namespace, request.name)
+                stored = (
+                    self._objects[key] if key in self._objects and not self._objects[key].deleted else None
+                )
+                held = (
+                    (stored.raw.get("metadata") or {}).get("resourceVersion") if stored is not None else None
+                )
+                if wanted is not None and held is not None and wanted != held:
+                    return await self._render_error(kmock.KubernetesError(
+                        status=409, reason="Conflict", message="the object has been modified"))  # fmt: skip
             self._last_rv = next(self._rv)
             rv = str(self._last_rv)
             if request.action == enums.action.CREATE and isinstance(request.data, dict):

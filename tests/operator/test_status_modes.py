@@ -12,7 +12,8 @@ from modelseal.errors import UsageError
 from modelseal.operator.conditions import desired_status
 from modelseal.operator.gate import REASON_REJECTED, REASON_VERIFIED, GateOutcome
 from modelseal.operator.publication import Publication
-from modelseal.operator.status_modes import PREFIX, StatusMode, StatusWriter, phase_writers
+from modelseal.operator.settings import StatusMode
+from modelseal.operator.status_modes import PREFIX, StatusWriter, phase_writers
 
 NOW = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 LATER = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)

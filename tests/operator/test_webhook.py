@@ -17,7 +17,8 @@ from cryptography import x509
 from modelseal.attest.verdict import Mode
 from modelseal.errors import UsageError
 from modelseal.operator.admission import MODEL_LABEL, ModelVerdict
-from modelseal.operator.webhook import WebhookSettings, make_self_signed, parse_listen, serve
+from modelseal.operator.settings import WebhookSettings, parse_listen
+from modelseal.operator.webhook import make_self_signed, serve
 
 VERDICTS = {
     ("ml", "good"): (1, ModelVerdict(1, True, "ok")),

@@ -18,7 +18,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from modelseal.attest.verdict import Mode
-from modelseal.operator.conditions import desired_status, status_patch, transitions
+from modelseal.operator.admission import ModelVerdict
+from modelseal.operator.conditions import desired_status, transitions
 from modelseal.operator.gate import (
     ConfigMapRead,
     GateOutcome,
@@ -26,12 +27,13 @@ from modelseal.operator.gate import (
     evaluate_gate,
     referenced_configmap,
 )
-from modelseal.operator.kube import KubeApi
+from modelseal.operator.kube import KubeApi, StatusConflictError
 from modelseal.operator.metrics import OperatorMetrics
 from modelseal.operator.prefetch_jobs import PrefetchJobs
 from modelseal.operator.publication import FAILED, Publication
-from modelseal.operator.settings import OperatorSettings
-from modelseal.operator.source_image import SourceCheck, SourceImageChecker
+from modelseal.operator.settings import OperatorSettings, StatusMode
+from modelseal.operator.source_image import REASON_NOT_PINNED, SourceCheck, SourceImageChecker
+from modelseal.operator.status_modes import StatusWriter, phase_writers
 
 __all__ = ["ModelKey", "Reconciler"]
 
@@ -44,10 +46,23 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+_WRITE_ATTEMPTS = 5  # a write that races LLMKube's is recomputed from a fresh read this often
+_FLIPS = 3  # in full mode, the phase changed under modelseal this often: another controller writes it
+
+
 @dataclass
 class _Checked:
     at: datetime
     blocked: bool
+
+
+def _verdict(generation: int, outcome: GateOutcome | None, source: SourceCheck | None) -> ModelVerdict:
+    """What the webhook is told: admitted when the attestation is and the source check does not refuse."""
+    if outcome is not None and not outcome.admitted:
+        return ModelVerdict(generation, False, outcome.message)
+    if source is not None and not source.verified and source.reason != REASON_NOT_PINNED:
+        return ModelVerdict(generation, False, source.message)
+    return ModelVerdict(generation, True, outcome.message if outcome else "the attestation gate is off")
 
 
 def _summary(outcome: GateOutcome | None, publication: Publication | None) -> str:
@@ -84,6 +99,13 @@ class Reconciler:
         self._retired: list[KubeApi] = []
         self.publications = PrefetchJobs(settings.publisher_image, settings.registry_access.plain_http)
         self.sources = SourceImageChecker(settings.registry_access)
+        self.writer = StatusWriter(settings.model_status)
+        #: the latest decision per Model, which the admission webhook answers from
+        self.verdicts: dict[ModelKey, ModelVerdict] = {}
+        self._phase_written: dict[ModelKey, str] = {}
+        self._flips: dict[ModelKey, int] = {}
+        self.contested: dict[ModelKey, str] = {}  # full mode: Models whose phase another controller writes
+        self._evict_pending: set[ModelKey] = set()  # Pods a disruption budget kept: evicted again later
 
     def use_api(self, api: KubeApi) -> None:
         """Talk through ``api`` from now on (fresh credentials); the old client closes at the end."""
@@ -108,9 +130,19 @@ class Reconciler:
         return key
 
     def forget(self, key: ModelKey) -> None:
+        for kept in (self.verdicts, self._phase_written, self._flips, self.contested):
+            kept.pop(key, None)
+        self._evict_pending.discard(key)
         self.models.pop(key, None)
         self.checked.pop(key, None)
         self._locks.pop(key, None)
+
+    def verdict_for(self, namespace: str, name: str) -> tuple[int, ModelVerdict | None] | None:
+        """For the webhook: the Model's current generation and latest verdict (None: unknown Model)."""
+        model = self.models.get((namespace, name))
+        if model is None:
+            return None
+        return int(model["metadata"].get("generation") or 1), self.verdicts.get((namespace, name))
 
     def observe_configmap(self, namespace: str, name: str, body: Mapping[str, Any] | None) -> list[ModelKey]:
         """Record a ConfigMap the watch reported (None: deleted); return the Models it affects.
@@ -226,7 +258,7 @@ class Reconciler:
                 return None
             started = time.perf_counter()
             now = self.clock()
-            spec, status = model["spec"], model["status"]
+            spec = model["spec"]
             trusted, attestation = await self._read(spec, key[0], fresh)
             outcome = evaluate_gate(spec, key[0], self.settings, trusted=trusted, attestation=attestation,
                                     now=now, cache=self.cache)  # fmt: skip
@@ -238,21 +270,112 @@ class Reconciler:
             if source is not None:
                 self.metrics.source_checks.labels(reason=source.reason).inc()
             blocked = any(x is not None and x.blocks for x in (outcome, source))
-            desired = desired_status(status, generation, outcome, now, publication, source)
-            patch = status_patch(status, desired)
-            if patch is not None:
-                await self.api.patch_model_status(key[0], key[1], patch)
-                model["status"] = desired
-                self.metrics.status_writes.inc()
-                for event in transitions(status, desired):
-                    await self.api.post_event(model, event.type, event.reason, event.message, now)
-                    if event.reason in ("PublicationSucceeded", "PublicationFailed"):
-                        self.metrics.publications.labels(phase=event.reason.removeprefix("Publication")).inc()
-                _logger.info("Model %s/%s: %s", key[0], key[1], _summary(outcome, publication))
+            before = self.verdicts.get(key)
+            self.verdicts[key] = verdict = _verdict(generation, outcome, source)
+            await self._write(key, model, generation, now, outcome, publication, source)
+            # evict when a Model turns refused, and once after a restart (its Pods may predate it)
+            turned = before is None or before.admitted or key in self._evict_pending
+            if blocked and self.settings.evict_on_revoke and turned:
+                await self._evict(key, model, verdict, now)
             waiting = publication is not None and (publication.in_progress or publication.phase == FAILED)
             self.checked[key] = _Checked(now, blocked or waiting)
             self.metrics.reconcile_seconds.observe(time.perf_counter() - started)
             return outcome
+
+    async def _write(
+        self,
+        key: ModelKey,
+        model: dict[str, Any],
+        generation: int,
+        now: datetime,
+        outcome: GateOutcome | None,
+        publication: Publication | None,
+        source: SourceCheck | None,
+    ) -> None:
+        """Write what the mode writes of the decision, if anything changed; post its Events.
+
+        In conditions mode a write carries the resourceVersion it was computed from; when
+        LLMKube wrote in between, the Model is read again and the write recomputed.
+        """
+        assert self.api is not None
+        for _ in range(_WRITE_ATTEMPTS):
+            status = model["status"]
+            view = self.writer.view(status)
+            decided = desired_status(view, generation, outcome, now, publication, source)
+            desired = self.writer.desired(status, decided, generation, now)
+            patch = self.writer.patch(status, desired, model["metadata"].get("resourceVersion"))
+            if patch is None or await self._contested(key, model, desired, now):
+                return
+            try:
+                written = await self.api.patch_model_status(key[0], key[1], patch)
+            except StatusConflictError:
+                fresh = await self.api.read_model(*key)
+                if fresh is None:
+                    return
+                model = self.models[self.remember(fresh)]
+                continue
+            model["status"] = desired
+            if written is not None:
+                model["metadata"]["resourceVersion"] = (written.get("metadata") or {}).get("resourceVersion")
+            if "phase" in patch["status"]:
+                self._phase_written[key] = desired["phase"]
+            self.metrics.status_writes.inc()
+            for event in transitions(self.writer.events_view(view), self.writer.events_view(decided)):
+                await self.api.post_event(model, event.type, event.reason, event.message, now)
+                if event.reason in ("PublicationSucceeded", "PublicationFailed"):
+                    self.metrics.publications.labels(phase=event.reason.removeprefix("Publication")).inc()
+            _logger.info("Model %s/%s: %s", key[0], key[1], _summary(outcome, publication))
+            return
+        _logger.warning("Model %s/%s: status not written, it kept changing under modelseal", *key)
+
+    async def _contested(
+        self, key: ModelKey, model: Mapping[str, Any], desired: Mapping[str, Any], now: datetime
+    ) -> bool:
+        """Full mode: is another controller writing this Model's phase? Then stop flipping it."""
+        if self.writer.mode is not StatusMode.FULL:
+            return False
+        if key in self.contested:
+            return True
+        current, written = model["status"].get("phase"), self._phase_written.get(key)
+        if written is not None and current != written and desired.get("phase") != current:
+            self._flips[key] = self._flips.get(key, 0) + 1
+        writers = phase_writers(model["metadata"])
+        if not writers and self._flips.get(key, 0) < _FLIPS:
+            return False
+        who = ", ".join(writers) or f"another controller (the phase changed under modelseal {_FLIPS} times)"
+        self.contested[key] = who
+        message = (
+            f"status.phase is also written by {who}: modelseal stops writing this Model's status;"
+            " beside LLMKube, run the operator with --model-status=conditions"
+        )
+        self.metrics.status_conflicts.inc()
+        _logger.error("Model %s/%s: %s", key[0], key[1], message)
+        assert self.api is not None
+        await self.api.post_event(model, "Warning", "SecondStatusWriter", message, now)
+        return True
+
+    async def _evict(
+        self, key: ModelKey, model: Mapping[str, Any], verdict: ModelVerdict, now: datetime
+    ) -> None:
+        """``--evict-on-revoke``: a Model that turned refused loses its running Pods."""
+        assert self.api is not None
+        evicted: list[str] = []
+        held: list[str] = []
+        self._evict_pending.discard(key)
+        for pod in await self.api.list_model_pods(*key):
+            name = str((pod.get("metadata") or {}).get("name") or "")
+            if name and not (pod.get("metadata") or {}).get("deletionTimestamp"):
+                (evicted if await self.api.evict_pod(key[0], name) else held).append(name)
+        if evicted or held:
+            message = (
+                f"evicted {len(evicted)} Pod(s) of a Model that is no longer admitted: {verdict.message}"
+            )
+            if held:
+                message += f"; {len(held)} held by a disruption budget, retried at the next recheck"
+            if held:
+                self._evict_pending.add(key)
+            self.metrics.evictions.inc(len(evicted))
+            await self.api.post_event(model, "Warning", "PodsEvicted", message, now)
 
     async def reconcile_many(
         self, keys: list[ModelKey], *, fresh: bool = False, concurrency: int = 16

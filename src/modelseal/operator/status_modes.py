@@ -20,12 +20,10 @@ the mode writes.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from modelseal.errors import UsageError
 from modelseal.operator.conditions import (
     ATTESTATION_VERIFIED,
     condition_list,
@@ -33,30 +31,15 @@ from modelseal.operator.conditions import (
     status_patch,
 )
 from modelseal.operator.publication import FAILED, SUCCEEDED
+from modelseal.operator.settings import StatusMode
 from modelseal.operator.source_image import SOURCE_IMAGE_VERIFIED
 
-__all__ = ["FIELD_MANAGER", "PREFIX", "PUBLISHED", "StatusMode", "StatusWriter", "phase_writers"]
+__all__ = ["FIELD_MANAGER", "PREFIX", "PUBLISHED", "StatusWriter", "phase_writers"]
 
 PREFIX = "modelseal.dev/"
 PUBLISHED = "Published"
 FIELD_MANAGER = "modelseal"
 _OURS = (ATTESTATION_VERIFIED, SOURCE_IMAGE_VERIFIED, PUBLISHED)
-
-
-class StatusMode(enum.Enum):
-    FULL = "full"
-    CONDITIONS = "conditions"
-
-    @classmethod
-    def parse(cls, text: str) -> StatusMode:
-        """
-        Raises:
-            UsageError: neither full nor conditions.
-        """
-        try:
-            return cls(text.strip().lower())
-        except ValueError:
-            raise UsageError(f'invalid --model-status "{text}": want full or conditions') from None
 
 
 def phase_writers(metadata: Mapping[str, Any]) -> list[str]:

@@ -5,8 +5,8 @@ AdmissionReviews from the verdicts the reconciler keeps in memory (see
 :mod:`modelseal.operator.admission`): no API call per request. The
 certificate comes from files (cert-manager's Secret, mounted; kopf reloads it
 when the files change) or, when none is given, is made at start: a
-self-signed ECDSA P-256 certificate for the names given, whose PEM is written
-next to the key so it can be registered as the webhook's ``caBundle``.
+self-signed ECDSA P-256 certificate for localhost, 127.0.0.1 and the listen
+address (for trying the webhook locally; in a cluster, use cert-manager).
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import ipaddress
 import logging
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,38 +26,14 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from modelseal.attest.verdict import Mode
-from modelseal.errors import UsageError
 from modelseal.operator.admission import VerdictLookup, review_response
+from modelseal.operator.settings import WebhookSettings
 
-__all__ = ["PATHS", "WebhookSettings", "make_self_signed", "parse_listen", "serve"]
+__all__ = ["PATHS", "make_self_signed", "serve"]
 
 _logger = logging.getLogger(__name__)
 PATHS = ("validate-pods", "validate-inferenceservices")
 SELF_SIGNED_DAYS = 365
-
-
-@dataclass(frozen=True)
-class WebhookSettings:
-    """Where the webhook listens and which certificate it serves (None: made at start)."""
-
-    host: str
-    port: int
-    cert_file: str | None = None
-    key_file: str | None = None
-    names: tuple[str, ...] = ()  # extra DNS names or IPs for a self-signed certificate
-
-
-def parse_listen(text: str) -> tuple[str, int]:
-    """``HOST:PORT`` (``[::1]:PORT`` for IPv6).
-
-    Raises:
-        UsageError: not host:port with a port from 1 to 65535.
-    """
-    host, sep, port = text.strip().rpartition(":")
-    host = host.removeprefix("[").removesuffix("]")
-    if not sep or not host or not port.isascii() or not port.isdigit() or not 0 < int(port) < 65536:
-        raise UsageError(f"--admission-webhook {text!r}: give HOST:PORT, as in 0.0.0.0:9443")
-    return host, int(port)
 
 
 def make_self_signed(names: Sequence[str], folder: Path) -> tuple[Path, Path]:
@@ -99,7 +74,7 @@ def _server(settings: WebhookSettings) -> kopf.WebhookServer:
     cert, key = settings.cert_file, settings.key_file
     if cert is None or key is None:
         folder = Path(tempfile.mkdtemp(prefix="modelseal-webhook-"))
-        names = [*settings.names, "localhost", "127.0.0.1"]
+        names = ["localhost", "127.0.0.1"]
         if settings.host not in ("0.0.0.0", "::"):  # noqa: S104 - comparing, not binding
             names.insert(0, settings.host)
         cert_path, key_path = make_self_signed(names, folder)
