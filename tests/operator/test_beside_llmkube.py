@@ -211,3 +211,52 @@ async def test_full_mode_reads_a_second_writer_from_managed_fields(k8s: Any, clu
         assert reconciler.verdicts[("default", "qwen")].admitted  # the webhook still knows
     assert "written by manager" in event["message"]
     assert not (await cluster.model("qwen")).get("status")
+
+
+async def serving_pod(cluster: Cluster, name: str, model: str) -> None:
+    await cluster.create(f"/api/v1/namespaces/{cluster.namespace}/pods",
+                         {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default",
+                                                                          "labels": {MODEL_LABEL: model}}})  # fmt: skip
+
+
+async def pods(cluster: Cluster) -> list[str]:
+    r = await cluster.client.get(f"/api/v1/namespaces/{cluster.namespace}/pods")
+    return sorted(p["metadata"]["name"] for p in r.json()["items"])
+
+
+async def test_revocation_evicts_the_running_pods_of_a_model(k8s: Any, cluster: Cluster) -> None:
+    await cluster.trusted_keys(OPERATOR_PUB)
+    await cluster.attestation("qwen-attestation", socair_envelope("authorized"))
+    await cluster.new_model("qwen", attestation="qwen-attestation")
+    for name, model in (("qwen-a", "qwen"), ("qwen-b", "qwen"), ("qwen-c", "qwen"), ("other", "gemma")):
+        await serving_pod(cluster, name, model)
+    k8s.protected_pods.add("qwen-c")
+    settings = replace(CONDITIONS, evict_on_revoke=True)
+    async with running_operator(k8s, settings) as reconciler:
+        await cluster.wait("qwen", lambda m: (condition(m, OURS) or {}).get("status") == "True")
+        assert await pods(cluster) == ["other", "qwen-a", "qwen-b", "qwen-c"]  # admitted: left alone
+        await cluster.patch(f"{CONFIGMAPS}/qwen-attestation",
+                            {"data": {"attestation.dsse.json": socair_envelope("withheld").decode()}})  # fmt: skip
+        event = await cluster.event("PodsEvicted", "qwen")
+        assert await pods(cluster) == ["other", "qwen-c"]  # the disruption budget holds one
+        assert ("default", "qwen") in reconciler._evict_pending
+        k8s.protected_pods.clear()
+        reconciler.checked[("default", "qwen")].at -= settings.refused_retry  # the next recheck is due
+        for _ in range(100):
+            if await pods(cluster) == ["other"]:
+                break
+            await asyncio.sleep(0.05)
+    assert await pods(cluster) == ["other"]
+    assert "evicted 2 Pod(s)" in event["message"] and "1 held by a disruption budget" in event["message"]
+    assert reconciler.metrics.evictions._value.get() == 3
+
+
+async def test_without_the_flag_nothing_is_evicted(k8s: Any, cluster: Cluster) -> None:
+    await cluster.trusted_keys(OPERATOR_PUB)
+    await cluster.attestation("qwen-attestation", socair_envelope("withheld"))
+    await cluster.new_model("qwen", attestation="qwen-attestation")
+    await serving_pod(cluster, "qwen-a", "qwen")
+    async with running_operator(k8s, CONDITIONS):
+        await cluster.wait("qwen", lambda m: condition(m, OURS) is not None)
+        await asyncio.sleep(0.2)
+    assert await pods(cluster) == ["qwen-a"]

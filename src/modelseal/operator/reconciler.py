@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from modelseal.attest.verdict import Mode
-from modelseal.operator.admission import ModelVerdict
+from modelseal.operator.admission import MODEL_LABEL, ModelVerdict
 from modelseal.operator.conditions import desired_status, transitions
 from modelseal.operator.gate import (
     ConfigMapRead,
@@ -361,20 +361,24 @@ class Reconciler:
         assert self.api is not None
         evicted: list[str] = []
         held: list[str] = []
-        self._evict_pending.discard(key)
         for pod in await self.api.list_model_pods(*key):
-            name = str((pod.get("metadata") or {}).get("name") or "")
-            if name and not (pod.get("metadata") or {}).get("deletionTimestamp"):
+            meta = pod.get("metadata") or {}
+            name, labels = str(meta.get("name") or ""), meta.get("labels") or {}
+            # the label is checked again here: the selector was the API's to apply
+            if name and labels.get(MODEL_LABEL) == key[1] and not meta.get("deletionTimestamp"):
                 (evicted if await self.api.evict_pod(key[0], name) else held).append(name)
-        if evicted or held:
+        was_pending = key in self._evict_pending
+        if held:
+            self._evict_pending.add(key)
+        else:
+            self._evict_pending.discard(key)
+        self.metrics.evictions.inc(len(evicted))
+        if evicted or (held and not was_pending):
             message = (
                 f"evicted {len(evicted)} Pod(s) of a Model that is no longer admitted: {verdict.message}"
             )
             if held:
                 message += f"; {len(held)} held by a disruption budget, retried at the next recheck"
-            if held:
-                self._evict_pending.add(key)
-            self.metrics.evictions.inc(len(evicted))
             await self.api.post_event(model, "Warning", "PodsEvicted", message, now)
 
     async def reconcile_many(
