@@ -24,7 +24,6 @@ import jsonpatch
 import kmock
 from kmock._internal import enums
 
-
 _EVICTION = re.compile(r"/api/v1/namespaces/(?P<namespace>[^/]+)/pods/(?P<name>[^/]+)/eviction")
 
 
