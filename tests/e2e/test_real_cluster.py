@@ -31,7 +31,7 @@ pytestmark = [
         not os.environ.get("KUBECONFIG"), reason="needs KUBECONFIG pointing at a real cluster"
     ),
 ]
-CRD = Path(__file__).resolve().parents[2] / "deploy" / "crd-models.yaml"
+CRD = Path(__file__).resolve().parents[2] / "deploy" / "crd" / "crd-models.yaml"
 
 
 def login(**kwargs: Any) -> kopf.ConnectionInfo | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 from typing import Any
 
 from modelseal.errors import UsageError
@@ -54,7 +55,8 @@ def register(commands: Any) -> None:
     run.add_argument("--recheck-interval", default="10m", metavar="DURATION",
                      help="re-verify admitted Models this often (default 10m)")  # fmt: skip
     run.add_argument("--publisher-image", metavar="IMAGE",
-                     help="the modelseal image prefetchOCI Jobs run (default modelseal:VERSION)")  # fmt: skip
+                     help="the modelseal image prefetchOCI Jobs run (default: $MODELSEAL_PUBLISHER_IMAGE,"
+                          " else modelseal:VERSION)")  # fmt: skip
     run.add_argument("--registry-config", metavar="FILE",
                      help="docker config.json with credentials for reading oci:// sources")  # fmt: skip
     run.add_argument("--registry-ca-file", metavar="FILE", help="CA bundle for registries with a private CA")
@@ -96,7 +98,8 @@ def run_cmd(args: argparse.Namespace) -> int:
         max_age=args.model_attestation_max_age,
         policy_file=args.model_attestation_policy,
         recheck_interval=args.recheck_interval,
-        publisher_image=args.publisher_image,
+        # deploy/ sets MODELSEAL_PUBLISHER_IMAGE from the operator's own image
+        publisher_image=args.publisher_image or os.environ.get("MODELSEAL_PUBLISHER_IMAGE") or None,
         registry_config=args.registry_config,
         registry_ca_file=args.registry_ca_file,
         plain_http_registries=tuple(args.plain_http_registry),
