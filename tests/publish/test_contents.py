@@ -76,7 +76,19 @@ def test_no_other_layer_can_replace_the_primary_file(
 
 
 @pytest.mark.parametrize(
-    "title", ["../model.gguf", "/model.gguf", "a//b", "a\\b", "model\x1b[2K.gguf", "model\n.gguf", "a/./b"]
+    "title",
+    [
+        "../model.gguf",
+        "/model.gguf",
+        "a//b",
+        "a\\b",
+        "model\x1b[2K.gguf",
+        "model\n.gguf",
+        "a/./b",
+        "\u0085x",
+        ".wh.model.gguf",
+        "sub/.wh..wh..opq",
+    ],
 )
 def test_unsafe_titles_are_refused_when_parsed(registry: Registry, title: str) -> None:
     blob, notes = file_layer("model.gguf", HONEST)

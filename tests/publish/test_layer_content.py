@@ -124,6 +124,14 @@ def test_handmade_header_tricks_are_refused() -> None:
         forged[148:156] = b"%06o\0 " % (sum(forged[:148]) + 256 + sum(forged[156:512]))
         with pytest.raises(VerificationError):
             read(bytes(forged))
+    # star reads 131 bytes of prefix (then times), ustar 155: one header, two names
+    star = bytearray(good)
+    star[345:476], star[476:479], star[508:512] = b"d" * 131, b"ir2", b"tar\0"
+    star[148:156] = b"%06o\0 " % (sum(star[:148]) + 256 + sum(star[156:512]))
+    with pytest.raises(VerificationError, match="uses the name prefix field"):
+        read(bytes(star), "d" * 131 + "ir2/model.gguf")
+    with pytest.raises(VerificationError, match="uses the name prefix field"):
+        read(tar_of(entry("d" * 120 + "/model.gguf"), fmt=tarfile.USTAR_FORMAT), "d" * 120 + "/model.gguf")
     unicode_size = tar_of(entry("model.gguf", size="²"))  # "²".isdigit() is True
     with pytest.raises(VerificationError, match="the PAX size is not a decimal number"):
         read(unicode_size)

@@ -69,6 +69,8 @@ def _check_titles(titles: list[str], where: str) -> None:
     for title in titles:
         if _CONTROL.search(title):
             raise VerificationError(f"{where}: the layer title {title!r} holds a control character")
+        if any(part.startswith(".wh.") for part in title.split("/")):
+            raise VerificationError(f"{where}: the layer title {title!r} is a whiteout, which deletes files")
     try:
         layout.validate_paths(titles)
     except InputError as e:

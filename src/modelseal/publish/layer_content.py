@@ -8,9 +8,10 @@ size), parses the tar headers itself and hashes the file's bytes as they pass.
 Anything an unpacker could read differently is refused: a second entry, a
 directory, link or device, a PAX record other than the path, size, times and
 owners (``GNU.sparse.*`` would change the bytes served, ``linkpath`` or
-``SCHILY.xattr.*`` what they are), GNU long names, a name other than the
-title, a bad checksum, base-256 numbers, non-zero padding, and anything but
-zeros after the two end blocks.
+``SCHILY.xattr.*`` what they are), GNU long names, the ustar name prefix
+(star and ustar read it differently), a name other than the title, a bad
+checksum, base-256 numbers, non-zero padding, and anything but zeros after
+the two end blocks.
 
 Parsing the 512-byte headers here rather than with :mod:`tarfile`'s stream
 mode keeps the data uncopied (the file's bytes are hashed as memoryviews of
@@ -132,8 +133,10 @@ def _header(block: bytes, where: str) -> tuple[bytes, bytes, int]:
         raise _refuse(where, "a tar header's checksum does not match")
     if block[257:265] != b"ustar\x0000":
         raise _refuse(where, "a tar header is not POSIX ustar")
-    name, prefix = block[:100].split(b"\0", 1)[0], block[345:500].split(b"\0", 1)[0]
-    return block[156:157], (prefix + b"/" + name if prefix else name), _octal(block[124:136], "size", where)
+    if any(block[345:]):
+        # ustar reads 155 bytes of prefix there, star 131 and then times: two readers, two names
+        raise _refuse(where, "a tar header uses the name prefix field (a long name goes in a PAX path)")
+    return block[156:157], block[:100].split(b"\0", 1)[0], _octal(block[124:136], "size", where)
 
 
 def _pax_records(data: bytes, where: str) -> dict[str, str]:
