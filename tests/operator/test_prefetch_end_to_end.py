@@ -207,3 +207,20 @@ async def test_a_manifest_that_crashed_the_parser_fails_the_model_instead_of_fre
     unreadable = condition(failed, "SourceImageVerified")
     assert unreadable is not None and unreadable["reason"] == "SourceImageUnreadable"
     assert "dev.modelseal.file.size is not a decimal number" in unreadable["message"]
+
+
+async def test_warn_mode_reports_unattested_bytes_without_holding_the_model(
+    k8s: Any, cluster: Cluster, registry: Registry
+) -> None:
+    from modelseal.attest.verdict import Mode
+
+    await trust_the_sample_key(cluster)
+    relabelled = push_crafted(registry.host, "models/relabelled:v1",
+                              [file_layer("model.safetensors", b"evil", sha256=SAMPLE_SHA256)])  # fmt: skip
+    async with running_operator(k8s, replace(settings_for(registry), mode=Mode.WARN)):
+        await new_model(cluster, "warned", {"source": relabelled})
+        warned = await cluster.wait(
+            "warned",
+            lambda m: (condition(m, "SourceImageVerified") or {}).get("reason") == "SourceImageMismatch",
+        )
+    assert warned["status"]["phase"] == "Ready"
