@@ -49,3 +49,25 @@ def test_off_removes_a_stale_attestation_condition() -> None:
     off = desired_status(enforced, 1, None, FIXTURE_NOW)
     assert "AttestationVerified" not in {c["type"] for c in off["conditions"]}
     assert off["sha256"] == "kept" and off["phase"] == "Ready"
+
+
+def test_a_source_check_still_running_holds_the_model_pending() -> None:
+    from modelseal.operator.source_image import SourceCheck
+
+    verifying = SourceCheck(False, "VerifyingSourceImage", "verifying source image", pending=True)
+    pending = desired_status({"phase": "Ready"}, 2, gate(), FIXTURE_NOW, source=verifying)
+    by_type = {c["type"]: c for c in pending["conditions"]}
+    assert pending["phase"] == "Pending"
+    assert (by_type["SourceImageVerified"]["status"], by_type["SourceImageVerified"]["reason"]) == (
+        "False",
+        "VerifyingSourceImage",
+    )
+    assert (by_type["Available"]["status"], by_type["Available"]["message"]) == (
+        "False",
+        "verifying source image",
+    )
+    events = transitions({"phase": "Ready"}, pending)
+    assert [(e.type, e.reason) for e in events][-2:] == [
+        ("Normal", "VerifyingSourceImage"),
+        ("Normal", "ModelPending"),
+    ]

@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import stat
 import sys
 from pathlib import Path
@@ -18,6 +19,7 @@ from modelseal.files import write_atomic
 __all__ = ["register"]
 
 TERMINATION_LOG_LIMIT = 4096
+_HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
 def _registry_options(parser: argparse.ArgumentParser) -> None:
@@ -63,7 +65,12 @@ def register(commands: Any) -> None:
     inspect.add_argument(
         "--expect-sha256",
         metavar="HEX",
-        help="fail (exit 1) unless the primary file is recorded with this digest",
+        help="fail (exit 1) unless the primary file's bytes have this digest (reads every layer once)",
+    )
+    inspect.add_argument(
+        "--annotations-only",
+        action="store_true",
+        help="with --expect-sha256: compare the digest the annotations record; no layer is read",
     )
     _registry_options(inspect)
     inspect.set_defaults(handler=inspect_cmd)
@@ -172,12 +179,17 @@ def _write_result(path: Path, doc: dict[str, Any]) -> None:
 
 def inspect_cmd(args: argparse.Namespace) -> int:
     """``modelseal publish inspect``."""
-    from modelseal.publish.contents import check_primary, describe
+    from modelseal.publish.contents import check_primary, check_served, describe, primary_file
     from modelseal.publish.reference import parse_reference
 
     ref = parse_reference(args.image, allow_oci_scheme=True)
     if ref.digest is None and ref.tag is None:
         raise UsageError(f"{args.image!r}: give a digest (@sha256:...) or a tag")
+    want = (args.expect_sha256 or "").strip().lower()
+    if args.expect_sha256 is not None and not _HEX64.fullmatch(want):
+        raise UsageError("--expect-sha256 must be 64 hex digits")
+    if args.annotations_only and not want:
+        raise UsageError("--annotations-only goes with --expect-sha256")
     if ref.digest is None and args.expect_sha256:
         print(
             f"warning: {args.image} is not pinned by digest: a tag can move; pin it with @sha256:",
@@ -185,8 +197,21 @@ def inspect_cmd(args: argparse.Namespace) -> int:
         )
     with _client(ref, args, push=False) as client:
         info = describe(client, ref)
-    if args.expect_sha256:
-        check_primary(info, args.expect_sha256)
+        served = check_served(client, info, want) if want and not args.annotations_only else None
+    if args.annotations_only:
+        check_primary(info, want)
+        print(
+            "note: compared the digest the image's annotations record (its pusher writes them);"
+            " no layer was read: drop --annotations-only to check the bytes",
+            file=sys.stderr,
+        )
+    elif served is not None:
+        size = human_bytes(sum(f.size for f in served))
+        print(
+            f"verified: the primary file {primary_file(info)['path']} has SHA-256 {want}"
+            f" (read {len(served)} layer(s), {size})",
+            file=sys.stderr,
+        )
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
@@ -195,11 +220,12 @@ def inspect_cmd(args: argparse.Namespace) -> int:
         print(f"  primary  {info['primary']}")
     if info.get("source"):
         print(f"  source   {info['source']}")
-    width = max([len(f["path"]) for f in info["files"]] + [4])
+    paths = [f["path"] or "(untitled)" for f in info["files"]]
+    width = max([len(p) for p in paths] + [4])
     print(f"  {'FILE'.ljust(width)}  {'SIZE':>10}  SHA-256")
-    for f in info["files"]:
+    for path, f in zip(paths, info["files"], strict=True):
         size = human_bytes(f["size"]) if f["size"] is not None else "?"
-        print(f"  {f['path'].ljust(width)}  {size:>10}  {f['sha256'] or '(not recorded)'}")
+        print(f"  {path.ljust(width)}  {size:>10}  {f['sha256'] or '(not recorded)'}")
     return 0
 
 

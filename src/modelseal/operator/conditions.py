@@ -7,7 +7,9 @@ warn, or off): ``phase=Ready``, ``Available=True``, and a Degraded left by an
 earlier refusal is cleared. With ``prefetchOCI``, Ready also waits for the
 publication of the current fingerprint: ``Pending`` until its Job's pod
 runs, then ``Downloading``,
-``Failed`` (Degraded, reason ``PublicationFailed``) when it fails.
+``Failed`` (Degraded, reason ``PublicationFailed``) when it fails. While an
+``oci://`` source's bytes are read, the Model is ``Pending`` (``SourceImageVerified``
+False, reason ``VerifyingSourceImage``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from modelseal.operator.publication import FAILED, PENDING, SUCCEEDED, Publicati
 from modelseal.operator.source_image import (
     REASON_MISMATCH,
     REASON_UNREADABLE,
+    REASON_VERIFYING,
     SOURCE_IMAGE_VERIFIED,
     SourceCheck,
 )
@@ -134,6 +137,9 @@ def desired_status(
         )
         if source.blocks:
             return failed(source.reason, source.message)
+        if source.pending:
+            _set(conditions, AVAILABLE, False, source.reason, source.message, generation, now)
+            return {**out, "phase": "Pending", "conditions": conditions}
     if publication is not None and publication.phase == FAILED:
         return failed(REASON_PUBLICATION_FAILED, publication.message)
     stale = next((c for c in conditions if c["type"] == DEGRADED and c.get("reason") in _CLEARED_BY), None)
@@ -188,7 +194,7 @@ def transitions(current: Mapping[str, Any], desired: Mapping[str, Any]) -> list[
         if new is not None and (
             old is None or (old.get("status"), old.get("message")) != (new["status"], new["message"])
         ):
-            kind = "Normal" if new["status"] == "True" else "Warning"
+            kind = "Normal" if new["status"] == "True" or new["reason"] == REASON_VERIFYING else "Warning"
             out.append(Transition(kind, new["reason"], new["message"]))
     before_pub, after_pub = current.get("prefetchOCI") or {}, desired.get("prefetchOCI") or {}
     if after_pub and (before_pub.get("phase"), before_pub.get("fingerprint")) != (

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -83,7 +83,7 @@ class Reconciler:
         self._locks: dict[ModelKey, asyncio.Lock] = {}
         self._retired: list[KubeApi] = []
         self.publications = PrefetchJobs(settings.publisher_image, settings.registry_access.plain_http)
-        self.sources = SourceImageChecker(settings.registry_access)
+        self.sources = SourceImageChecker(settings.registry_access, on_settled=self._judge_again)
 
     def use_api(self, api: KubeApi) -> None:
         """Talk through ``api`` from now on (fresh credentials); the old client closes at the end."""
@@ -92,7 +92,8 @@ class Reconciler:
         self.api = api
 
     async def close(self) -> None:
-        """Close every API client this reconciler used."""
+        """Stop the source checks; close every API client this reconciler used."""
+        await self.sources.close()
         for api in [*self._retired, self.api]:
             if api is not None:
                 await api.close()
@@ -201,15 +202,20 @@ class Reconciler:
     ) -> tuple[SourceCheck | None, Publication | None]:
         """What follows an admission: the ``oci://`` source check, then the publication.
 
-        Nothing follows a blocking refusal; in warn mode the source check reports only.
+        Nothing follows a blocking refusal, nor a source check still running; in
+        warn mode the source check reports only.
         """
         assert self.api is not None
         if outcome is not None and outcome.blocks:
             return None, None
-        source = await self.sources.check(model["spec"]) if outcome is not None else None
+        meta = model["metadata"]
+        key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
+        source = await self.sources.check(model["spec"], waiter=key) if outcome is not None else None
         if source is not None and self.settings.mode is not Mode.ENFORCE:
-            source = replace(source, blocks=False)
-        if not isinstance(model["spec"].get("prefetchOCI"), dict) or (source is not None and source.blocks):
+            source = replace(source, blocks=False, pending=False)
+        if not isinstance(model["spec"].get("prefetchOCI"), dict) or (
+            source is not None and (source.blocks or source.pending)
+        ):
             return source, None
         return source, await self.publications.follow(self.api, model, generation, fresh=fresh)
 
@@ -250,9 +256,14 @@ class Reconciler:
                         self.metrics.publications.labels(phase=event.reason.removeprefix("Publication")).inc()
                 _logger.info("Model %s/%s: %s", key[0], key[1], _summary(outcome, publication))
             waiting = publication is not None and (publication.in_progress or publication.phase == FAILED)
+            waiting = waiting or (source is not None and source.pending)
             self.checked[key] = _Checked(now, blocked or waiting)
             self.metrics.reconcile_seconds.observe(time.perf_counter() - started)
             return outcome
+
+    async def _judge_again(self, waiters: set[Hashable]) -> None:
+        """A source check ended: judge the Models that waited for it again."""
+        await self.reconcile_many([key for key in self.models if key in waiters])
 
     async def reconcile_many(
         self, keys: list[ModelKey], *, fresh: bool = False, concurrency: int = 16
