@@ -21,6 +21,7 @@ from modelseal.attest.policy import TrustPolicy
 from modelseal.attest.statement import Statement, parse_statement
 from modelseal.attest.verdict import Reason, Signer, Verdict
 from modelseal.errors import Error, PolicyError, VerificationError
+from modelseal.text import printable
 
 __all__ = ["ExpectedDigest", "evaluate", "verify_signatures"]
 
@@ -247,7 +248,7 @@ def evaluate(
         else:
             _generic(statement, policy, expected, details)
     except Error as e:
-        _logger.debug("refused: %s", e)
+        _logger.debug("refused: %s", printable(e.message))
         reason = Reason(e.reason) if e.reason else Reason.ENVELOPE_INVALID
         message = e.message
         if not message.startswith(

@@ -14,6 +14,7 @@ from typing import Any
 from modelseal.cli.progress import ProgressBar, human_bytes
 from modelseal.errors import OperationalError, UsageError
 from modelseal.files import write_atomic
+from modelseal.text import printable
 
 __all__ = ["register"]
 
@@ -122,7 +123,7 @@ def publish_cmd(args: argparse.Namespace) -> int:
         size = sum(f.size for f in result.files)
         print(
             f"published {len(result.files)} file(s), {human_bytes(size)} ({uploaded} uploaded,"
-            f" {len(result.files) - uploaded} already there) as {destination}",
+            f" {len(result.files) - uploaded} already there) as {printable(str(destination))}",
             file=sys.stderr,
         )
         print(result.image)
@@ -180,7 +181,7 @@ def inspect_cmd(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.image!r}: give a digest (@sha256:...) or a tag")
     if ref.digest is None and args.expect_sha256:
         print(
-            f"warning: {args.image} is not pinned by digest: a tag can move; pin it with @sha256:",
+            f"warning: {printable(args.image)} is not pinned by digest: a tag can move; pin it with @sha256:",
             file=sys.stderr,
         )
     with _client(ref, args, push=False) as client:
@@ -190,16 +191,18 @@ def inspect_cmd(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
-    print(info["image"])
+    # every name below was written by whoever pushed the image: shown escaped
+    print(printable(info["image"]))
     if info.get("primary"):
-        print(f"  primary  {info['primary']}")
+        print(f"  primary  {printable(info['primary'])}")
     if info.get("source"):
-        print(f"  source   {info['source']}")
-    width = max([len(f["path"]) for f in info["files"]] + [4])
+        print(f"  source   {printable(info['source'])}")
+    paths = [printable(f["path"]) for f in info["files"]]
+    width = max([len(p) for p in paths] + [4])
     print(f"  {'FILE'.ljust(width)}  {'SIZE':>10}  SHA-256")
-    for f in info["files"]:
+    for f, path in zip(info["files"], paths, strict=True):
         size = human_bytes(f["size"]) if f["size"] is not None else "?"
-        print(f"  {f['path'].ljust(width)}  {size:>10}  {f['sha256'] or '(not recorded)'}")
+        print(f"  {path.ljust(width)}  {size:>10}  {printable(f['sha256'] or '(not recorded)')}")
     return 0
 
 
@@ -246,5 +249,5 @@ def stage_cmd(args: argparse.Namespace) -> int:
                            "skipped": s.skipped} for s in staged], indent=2))  # fmt: skip
     else:
         for s in staged:
-            print(f"{s.sha256}  {s.size:>12}  {s.dest}{'  (already staged)' if s.skipped else ''}")
+            print(f"{s.sha256}  {s.size:>12}  {printable(s.dest)}{'  (already staged)' if s.skipped else ''}")
     return 0
