@@ -36,7 +36,7 @@ def signed_statement(
     report["verification"]["signer_key_id"] = key.public.keyid
     if mutate is not None:
         mutate(report)
-    sha = report["artifact"]["sha256"]
-    subj = subjects if subjects is not None else [(report["artifact"]["file_name"], sha)]
-    payload = make_statement(subj, predicate_type, report)
+    if subjects is None:
+        subjects = [(report["artifact"]["file_name"], report["artifact"]["sha256"])]
+    payload = make_statement(subjects, predicate_type, report)
     return sign_payload(payload, signers or [key]).to_json()
