@@ -115,5 +115,5 @@ def test_missing_and_unreadable(tmp_path: Path) -> None:
         digest_path(tmp_path / "missing")
     with pytest.raises(InputError, match="is not a directory"):
         list_model_files(tmp_path / "missing")
-    with pytest.raises(InputError, match=r"read .*Is a directory"):
+    with pytest.raises(InputError, match=r"read .*: not a regular file \(a directory\)"):
         sha256_file(tmp_path)

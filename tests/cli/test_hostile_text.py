@@ -36,9 +36,7 @@ def test_a_forged_keyid_is_escaped_in_the_refusal(cli: Run, tmp_path: Path) -> N
     assert warn.code == 0 and _clean(warn.err) and warn.err.startswith("warning: ")
 
 
-def test_report_fields_are_escaped_when_admitted(
-    cli: Run, ed25519_key: SigningKey, tmp_path: Path
-) -> None:
+def test_report_fields_are_escaped_when_admitted(cli: Run, ed25519_key: SigningKey, tmp_path: Path) -> None:
     def hostile(report: dict[str, Any]) -> None:
         report["artifact"]["file_name"] = BIDI
         report["issuer"]["signed_by"] = FORGED
@@ -68,7 +66,7 @@ def test_inspect_escapes_the_annotations_of_an_image(cli: Run, registry: Registr
     assert published.code == 0, published.err
     ref = parse_reference(f"{registry.host}/m/h:v1")
     args = type("Args", (), {"docker_config": None, "plain_http": True, "ca_file": None})()
-    with _client(ref, args) as client:  # type: ignore[arg-type]
+    with _client(ref, args) as client:
         got = client.get_manifest("v1")
         assert got is not None
         manifest = json.loads(got[0])

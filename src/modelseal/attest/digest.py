@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from modelseal.errors import InputError
+from modelseal.files import open_regular
 
 __all__ = [
     "DirectoryDigest",
@@ -76,14 +77,14 @@ def sha256_file(path: str | os.PathLike[str], *, progress: Progress | None = Non
     h = hashlib.sha256()
     buf = bytearray(BLOCK)
     view = memoryview(buf)
-    try:
-        with open(path, "rb", buffering=0) as f:
+    with open_regular(path) as f:
+        try:
             while n := f.readinto(buf):
                 h.update(view[:n])
                 if progress is not None:
                     progress(n)
-    except OSError as e:
-        raise InputError(f"read {os.fspath(path)}: {e.strerror or e}") from None
+        except OSError as e:
+            raise InputError(f"read {os.fspath(path)}: {e.strerror or e}") from None
     return h.hexdigest()
 
 

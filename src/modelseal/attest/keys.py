@@ -20,6 +20,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
 
 from modelseal.errors import KeyFileError
+from modelseal.files import open_regular
 
 __all__ = [
     "ISSUER_PREFIX",
@@ -241,8 +242,8 @@ class Keyring(Mapping[str, PublicKey]):
 
 
 def _read_key_file(path: Path) -> bytes:
-    try:
-        with path.open("rb") as f:
+    with open_regular(path, error=KeyFileError) as f:
+        try:
             return f.read(MAX_KEY_BYTES + 1)
-    except OSError as e:
-        raise KeyFileError(f"read {path}: {e.strerror or e}") from None
+        except OSError as e:
+            raise KeyFileError(f"read {path}: {e.strerror or e}") from None

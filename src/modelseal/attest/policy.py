@@ -21,6 +21,7 @@ from modelseal.attest.keys import Keyring, PublicKey, load_public_key
 from modelseal.attest.socair import PREDICATE_TYPE
 from modelseal.durations import parse_max_age
 from modelseal.errors import KeyFileError, PolicyFileError
+from modelseal.files import open_regular
 
 __all__ = ["KeyWindow", "TrustPolicy", "load_policy", "parse_policy"]
 
@@ -252,9 +253,9 @@ def load_policy(path: str | Path) -> TrustPolicy:
         PolicyFileError: unreadable or invalid; KeyFileError: a named key is bad.
     """
     p = Path(path)
-    try:
-        with p.open("rb") as f:
+    with open_regular(p, what="policy", error=PolicyFileError) as f:
+        try:
             data = f.read(MAX_POLICY_BYTES + 1)
-    except OSError as e:
-        raise PolicyFileError(f"read policy {p}: {e.strerror or e}") from None
+        except OSError as e:
+            raise PolicyFileError(f"read policy {p}: {e.strerror or e}") from None
     return parse_policy(data, base=p.parent, source=str(p))
