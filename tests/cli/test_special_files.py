@@ -11,6 +11,7 @@ import os
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,7 @@ def modelseal(*args: object, cwd: Path) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
-CASES = {
+CASES: dict[str, Callable[[Path, Path], tuple[object, ...]]] = {
     "envelope": lambda f, k: ("verify", f, "--trusted", TRUSTED),
     "artifact": lambda f, k: ("verify", ENVELOPE, "--trusted", TRUSTED, "--artifact", f),
     "trusted key": lambda f, k: ("verify", ENVELOPE, "--trusted", f),
