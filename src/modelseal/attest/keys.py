@@ -29,6 +29,7 @@ __all__ = [
     "VerifyingKey",
     "issuer_of",
     "keyid_of",
+    "load_key_files",
     "load_public_key",
 ]
 
@@ -208,17 +209,7 @@ class Keyring(Mapping[str, PublicKey]):
         Raises:
             KeyFileError: a file cannot be read or parsed, or no key was found.
         """
-        p = Path(path)
-        if p.is_dir():
-            files = sorted(f for f in p.glob("*.pub") if f.is_file())
-        elif p.exists():
-            files = [p]
-        else:
-            raise KeyFileError(f"trusted keys {p}: no such file or directory")
-        keys = [load_public_key(_read_key_file(f), source=str(f)) for f in files]
-        if not keys:
-            raise KeyFileError(f"no trusted keys in {p}")
-        return cls(keys)
+        return cls(load_key_files(path))
 
     @classmethod
     def from_mapping(cls, entries: Mapping[str, str | bytes], *, source: str) -> Keyring:
@@ -239,6 +230,26 @@ class Keyring(Mapping[str, PublicKey]):
         if not keys:
             raise KeyFileError(f"{source}: no trusted keys", reason="no_trusted_keys")
         return cls(keys)
+
+
+def load_key_files(path: str | os.PathLike[str]) -> list[PublicKey]:
+    """Every key a path gives, in order, repeats included: a file is one key, a
+    directory every ``*.pub`` in it, sorted by name.
+
+    Raises:
+        KeyFileError: a file cannot be read or parsed, or no key was found.
+    """
+    p = Path(path)
+    if p.is_dir():
+        files = sorted(f for f in p.glob("*.pub") if f.is_file())
+    elif p.exists():
+        files = [p]
+    else:
+        raise KeyFileError(f"trusted keys {p}: no such file or directory")
+    keys = [load_public_key(_read_key_file(f), source=str(f)) for f in files]
+    if not keys:
+        raise KeyFileError(f"no trusted keys in {p}")
+    return keys
 
 
 def _read_key_file(path: Path) -> bytes:
