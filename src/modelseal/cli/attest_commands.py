@@ -111,9 +111,17 @@ def key_gen(args: argparse.Namespace) -> int:
 
 
 def _hash(path: str, jobs: int | None = None) -> tuple[str, DirectoryDigest | None]:
+    """Hash a file or directory; for a directory, say on stderr what socair's rules left out."""
     total = total_size(path) if ProgressBar.wanted() else 0  # sizing a directory walks it once more
     with ProgressBar(f"hashing {printable(Path(path).name)}", total) as bar:
-        return digest_path(path, workers=jobs, progress=bar.advance)
+        digest, directory = digest_path(path, workers=jobs, progress=bar.advance)
+    if directory is not None and directory.skip_summary:
+        print(f"note: {directory.skip_summary}", file=sys.stderr)
+    return digest, directory
+
+
+def _skipped_json(directory: DirectoryDigest | None) -> dict[str, Any]:
+    return {"skipped": [s.to_json() for s in directory.skipped]} if directory is not None else {}
 
 
 def sign_cmd(args: argparse.Namespace) -> int:
@@ -209,7 +217,7 @@ def verify_cmd(args: argparse.Namespace) -> int:
     mode = Mode(args.mode)
     try:
         envelope = read_limited(args.envelope, MAX_ENVELOPE_BYTES, what="attestation")
-        expected = None
+        expected, directory = None, None
         if args.sha256:
             expected = ExpectedDigest(args.sha256.strip().lower())
         elif args.artifact:
@@ -223,7 +231,8 @@ def verify_cmd(args: argparse.Namespace) -> int:
     else:
         verdict = evaluate(envelope, policy, expected=expected, now=now)
     if args.json:
-        print(json.dumps({"mode": mode.value, **verdict.model_dump(mode="json")}, indent=2))
+        doc = {"mode": mode.value, **verdict.model_dump(mode="json"), **_skipped_json(directory)}
+        print(json.dumps(doc, indent=2))
     if not verdict.admitted:
         if verdict.blocks(mode):
             if not args.json:
@@ -248,6 +257,7 @@ def digest_cmd(args: argparse.Namespace) -> int:
                 kind="socair.modeldir/v1",
                 size=directory.size,
                 files=[{"path": f.path, "sha256": f.sha256, "size": f.size} for f in directory.files],
+                **_skipped_json(directory),
             )
         else:
             out.update(kind="file", size=os.path.getsize(args.path))

@@ -9,12 +9,15 @@ import os
 import stat
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from modelseal.cli.progress import ProgressBar, human_bytes
 from modelseal.errors import OperationalError, UsageError
 from modelseal.files import write_atomic
 from modelseal.text import printable
+
+if TYPE_CHECKING:
+    from modelseal.attest.walk import ModelDir
 
 __all__ = ["register"]
 
@@ -42,6 +45,11 @@ def register(commands: Any) -> None:
     pub.add_argument("files", nargs="*", metavar="FILE", help="LOCAL, or IMAGE/PATH=LOCAL")
     pub.add_argument("--image", required=True, metavar="REGISTRY/REPO:TAG", help="where to publish")
     pub.add_argument("--from", dest="from_dir", metavar="DIR", help="publish every file under DIR")
+    pub.add_argument(
+        "--follow-symlinks",
+        action="store_true",
+        help="with --from: follow symlinks that lead out of DIR (a Hugging Face cache snapshot)",
+    )
     pub.add_argument("--primary", metavar="PATH", help="the primary file's image path (listed first)")
     pub.add_argument("--source", metavar="URL", help="where the files came from (an image annotation)")
     pub.add_argument("--platform", default="linux/amd64", metavar="OS/ARCH", help="default: linux/amd64")
@@ -97,8 +105,10 @@ def publish_cmd(args: argparse.Namespace) -> int:
         raise UsageError("--chunk-size-mib must be between 1 and 4096")
     if not args.files and not args.from_dir:
         raise UsageError("give the files to publish, or --from DIR")
+    if args.follow_symlinks and not args.from_dir:
+        raise UsageError("--follow-symlinks goes with --from DIR")
     platform = Platform.parse(args.platform)
-    files = plan_files(args.files, args.from_dir, args.primary)
+    files = plan_files(args.files, _walk(args) if args.from_dir else None, args.primary)
     total = 0
     for f in files:
         with contextlib.suppress(OSError):  # publish() reports a missing file
@@ -128,6 +138,20 @@ def publish_cmd(args: argparse.Namespace) -> int:
         )
         print(result.image)
     return 0
+
+
+def _walk(args: argparse.Namespace) -> ModelDir:
+    """Walk --from DIR; say which links lead out of it and what socair's rules left out."""
+    from modelseal.attest.walk import walk_model_dir
+
+    walked = walk_model_dir(args.from_dir, outside_links=args.follow_symlinks)
+    for f in walked.files:
+        if f.outside:
+            print(f"following {printable(f.path)} -> {printable(str(f.source))}", file=sys.stderr)
+    summary = walked.skip_summary("the image")
+    if summary:
+        print(f"note: {summary}", file=sys.stderr)
+    return walked
 
 
 def _compact(doc: dict[str, Any]) -> bytes:
