@@ -16,6 +16,7 @@ from modelseal.attest.keys import Keyring
 from modelseal.attest.policy import TrustPolicy
 from modelseal.attest.private_keys import SigningKey, load_signing_key
 from modelseal.attest.sign import make_statement, sign_payload
+from modelseal.attest.verdict import Reason
 from modelseal.attest.verifier import ExpectedDigest, evaluate
 from modelseal.cli import render
 from tests.attest.helpers import sample_report, signed_statement
@@ -107,3 +108,19 @@ def test_a_section_of_the_wrong_type_is_a_refusal(
     r = cli("verify", envelope, "--trusted", TESTDATA / "keys" / "ed25519.pub")
     assert r.code == 1 and r.out == "" and r.err.count("\n") == 1, r.err
     assert r.err.startswith("error: attestation ")
+
+
+@pytest.mark.parametrize("value", ["1e400", "-1e999", '"\\ud800"', '{"\\udfff": 1}', "1" * 5000])
+@pytest.mark.parametrize("strict", [False, True])
+def test_values_go_could_not_have_written_are_refused(key: SigningKey, value: str, strict: bool) -> None:
+    """Signed payload bytes made by hand: the JSON encoder could not write these."""
+    report = sample_report()
+    report["verification"]["signer_key_id"] = key.public.keyid
+    payload = make_statement(
+        [("m", report["artifact"]["sha256"])], "https://socair.ai/attestation/v1", report
+    )
+    payload = payload.replace(b'"scope":{', b'"scope":{"x":' + value.encode() + b",", 1)
+    assert value.encode() in payload
+    policy = TrustPolicy(Keyring([key.public.named(None)]), strict=strict)
+    verdict = evaluate(sign_payload(payload, [key]).to_json(), policy, now=FIXTURE_NOW)
+    assert verdict.reason is Reason.STATEMENT_INVALID, verdict.message

@@ -225,7 +225,10 @@ def check_document_hash(att: SocairAttestation) -> None:
     Raises:
         VerificationError: the hashes differ.
     """
-    actual = document_hash(att.predicate)
+    try:
+        actual = document_hash(att.predicate)
+    except gojson.JSONFormatError as e:  # a value Go could not have written
+        raise _verify_error(Reason.REPORT_INVALID, f"predicate is not a Socair report: {e}") from None
     if actual != att.document_hash:
         raise _verify_error(
             Reason.DOCUMENT_HASH_MISMATCH,

@@ -163,7 +163,11 @@ def attest_cmd(args: argparse.Namespace) -> int:
         if not isinstance(predicate, dict):
             raise InputError(f"predicate {args.predicate} is not a JSON object")
     subjects = [(Path(p).resolve().name, _hash(p)[0]) for p in args.paths]
-    envelope = sign_payload(make_statement(subjects, args.predicate_type, predicate), keys)
+    try:
+        statement = make_statement(subjects, args.predicate_type, predicate)
+    except gojson.JSONFormatError as e:  # a --predicate-type or path that is not UTF-8
+        raise InputError(f"cannot encode the statement: {e}") from None
+    envelope = sign_payload(statement, keys)
     if args.out:
         write_atomic(args.out, envelope.to_json())
         print(f"attested {len(subjects)} subject(s) with {len(keys)} key(s)", file=sys.stderr)
