@@ -21,6 +21,7 @@ def test_what_the_walk_leaves_out_is_reported(tmp_path: Path) -> None:
     (tmp_path / "sub" / ".cache" / "a").write_text("x")
     (tmp_path / "sub" / ".cache" / "deep" / "b").write_text("x")
     (tmp_path / "linkdir").symlink_to(tmp_path / "sub")
+    (tmp_path / "sub" / "__pycache__").symlink_to("/")  # not counted: that would walk the whole disk
     (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
     os.mkfifo(tmp_path / "fifo")
     walked = walk_model_dir(tmp_path)
@@ -31,11 +32,12 @@ def test_what_the_walk_leaves_out_is_reported(tmp_path: Path) -> None:
         Skipped("fifo", "not a regular file"),
         Skipped("linkdir", "symlinked folder"),
         Skipped("sub/.cache/", "skipped folder", 2),
+        Skipped("sub/__pycache__", "symlinked folder"),
     )
     assert walked.skip_summary() == (
-        f"{tmp_path}: 6 file(s) left out of the digest (socair's rules): __pycache__/ (1 file),"
+        f"{tmp_path}: 7 file(s) left out of the digest (socair's rules): __pycache__/ (1 file),"
         " dangling (dangling link), fifo (not a regular file), linkdir (symlinked folder),"
-        " sub/.cache/ (2 files)"
+        " sub/.cache/ (2 files), and 1 more place(s)"
     )
     d = modeldir_digest(tmp_path)
     assert d.skipped == walked.skipped and d.skip_summary == walked.skip_summary()

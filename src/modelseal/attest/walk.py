@@ -136,10 +136,10 @@ def walk_model_dir(root: str | os.PathLike[str], *, outside_links: bool = True) 
         kept = []
         for d in sorted(dirnames):
             rel = (here / d).relative_to(base).as_posix()
-            if d in SKIPPED_DIRS:
-                skipped.append(Skipped(rel + "/", "skipped folder", _count_files(here / d)))
-            elif (here / d).is_symlink():
+            if (here / d).is_symlink():  # never walked, not even to count (.cache -> /)
                 skipped.append(Skipped(rel, "symlinked folder"))
+            elif d in SKIPPED_DIRS:
+                skipped.append(Skipped(rel + "/", "skipped folder", _count_files(here / d)))
             else:
                 kept.append(d)
         dirnames[:] = kept
