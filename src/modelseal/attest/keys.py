@@ -209,7 +209,7 @@ class Keyring(Mapping[str, PublicKey]):
         Raises:
             KeyFileError: a file cannot be read or parsed, or no key was found.
         """
-        return cls(load_key_files(path))
+        return cls(_one_name_each(load_key_files(path), str(path)))
 
     @classmethod
     def from_mapping(cls, entries: Mapping[str, str | bytes], *, source: str) -> Keyring:
@@ -229,7 +229,20 @@ class Keyring(Mapping[str, PublicKey]):
         ]
         if not keys:
             raise KeyFileError(f"{source}: no trusted keys", reason="no_trusted_keys")
-        return cls(keys)
+        return cls(_one_name_each(keys, source))
+
+
+def _one_name_each(keys: list[PublicKey], source: str) -> list[PublicKey]:
+    """The keys, refusing one given twice under two issuer names (which would win is arbitrary)."""
+    names: dict[str, str | None] = {}
+    for key in keys:
+        if key.keyid in names and names[key.keyid] != key.name:
+            shown = " and ".join(
+                repr(n) if n is not None else "no name" for n in (names[key.keyid], key.name)
+            )
+            raise KeyFileError(f"{source}: key {key.keyid} is given twice, named {shown}")
+        names.setdefault(key.keyid, key.name)
+    return keys
 
 
 def load_key_files(path: str | os.PathLike[str]) -> list[PublicKey]:
