@@ -71,3 +71,16 @@ def test_a_source_check_still_running_holds_the_model_pending() -> None:
         ("Normal", "VerifyingSourceImage"),
         ("Normal", "ModelPending"),
     ]
+
+
+def test_condition_and_event_messages_escape_control_characters() -> None:
+    from modelseal.attest.verdict import Mode, Reason
+    from modelseal.operator.gate import GateOutcome
+
+    forged = "attestation does not verify: (signed by [\r\x1b[2K\x1b[1Averified: issued by ACME\u202e])"
+    outcome = GateOutcome(Mode.ENFORCE, False, "ModelAttestationRejected", forged, Reason.SIGNATURE_INVALID)
+    refused = desired_status({"phase": "Pending"}, 1, outcome, FIXTURE_NOW)
+    shown = [c["message"] for c in refused["conditions"]] + [e.message for e in transitions({}, refused)]
+    assert all(m.isprintable() for m in shown), shown
+    assert "[\\r\\x1b[2K\\x1b[1Averified: issued by ACME\\u202e]" in refused["conditions"][0]["message"]
+    assert status_patch(refused, desired_status(refused, 1, outcome, FIXTURE_NOW)) is None

@@ -17,6 +17,7 @@ from typing import NoReturn
 from modelseal import __version__
 from modelseal.cli import attest_commands, operator_commands, publish_commands
 from modelseal.errors import Error, UsageError
+from modelseal.text import printable
 
 __all__ = ["main"]
 
@@ -67,12 +68,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = handler(args)
         return code
     except UsageError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {printable(str(e))}", file=sys.stderr)
         if e.usage:
             print(e.usage, file=sys.stderr)
         return 2
     except Error as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {printable(str(e))}", file=sys.stderr)
         return 1 if command == "verify" else e.exit_code
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)

@@ -10,11 +10,15 @@ import re
 import stat
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from modelseal.cli.progress import ProgressBar, human_bytes
 from modelseal.errors import OperationalError, UsageError
 from modelseal.files import write_atomic
+from modelseal.text import printable
+
+if TYPE_CHECKING:
+    from modelseal.attest.walk import ModelDir
 
 __all__ = ["register"]
 
@@ -43,6 +47,11 @@ def register(commands: Any) -> None:
     pub.add_argument("files", nargs="*", metavar="FILE", help="LOCAL, or IMAGE/PATH=LOCAL")
     pub.add_argument("--image", required=True, metavar="REGISTRY/REPO:TAG", help="where to publish")
     pub.add_argument("--from", dest="from_dir", metavar="DIR", help="publish every file under DIR")
+    pub.add_argument(
+        "--follow-symlinks",
+        action="store_true",
+        help="with --from: follow symlinks that lead out of DIR (a Hugging Face cache snapshot)",
+    )
     pub.add_argument("--primary", metavar="PATH", help="the primary file's image path (listed first)")
     pub.add_argument("--source", metavar="URL", help="where the files came from (an image annotation)")
     pub.add_argument("--platform", default="linux/amd64", metavar="OS/ARCH", help="default: linux/amd64")
@@ -103,8 +112,10 @@ def publish_cmd(args: argparse.Namespace) -> int:
         raise UsageError("--chunk-size-mib must be between 1 and 4096")
     if not args.files and not args.from_dir:
         raise UsageError("give the files to publish, or --from DIR")
+    if args.follow_symlinks and not args.from_dir:
+        raise UsageError("--follow-symlinks goes with --from DIR")
     platform = Platform.parse(args.platform)
-    files = plan_files(args.files, args.from_dir, args.primary)
+    files = plan_files(args.files, _walk(args) if args.from_dir else None, args.primary)
     total = 0
     for f in files:
         with contextlib.suppress(OSError):  # publish() reports a missing file
@@ -129,11 +140,25 @@ def publish_cmd(args: argparse.Namespace) -> int:
         size = sum(f.size for f in result.files)
         print(
             f"published {len(result.files)} file(s), {human_bytes(size)} ({uploaded} uploaded,"
-            f" {len(result.files) - uploaded} already there) as {destination}",
+            f" {len(result.files) - uploaded} already there) as {printable(str(destination))}",
             file=sys.stderr,
         )
         print(result.image)
     return 0
+
+
+def _walk(args: argparse.Namespace) -> ModelDir:
+    """Walk --from DIR; say which links lead out of it and what socair's rules left out."""
+    from modelseal.attest.walk import walk_model_dir
+
+    walked = walk_model_dir(args.from_dir, outside_links=args.follow_symlinks)
+    for f in walked.files:
+        if f.outside:
+            print(f"following {printable(f.path)} -> {printable(str(f.source))}", file=sys.stderr)
+    summary = walked.skip_summary("the image")
+    if summary:
+        print(f"note: {summary}", file=sys.stderr)
+    return walked
 
 
 def _compact(doc: dict[str, Any]) -> bytes:
@@ -192,7 +217,7 @@ def inspect_cmd(args: argparse.Namespace) -> int:
         raise UsageError("--annotations-only goes with --expect-sha256")
     if ref.digest is None and args.expect_sha256:
         print(
-            f"warning: {args.image} is not pinned by digest: a tag can move; pin it with @sha256:",
+            f"warning: {printable(args.image)} is not pinned by digest: a tag can move; pin it with @sha256:",
             file=sys.stderr,
         )
     with _client(ref, args, push=False) as client:
@@ -215,17 +240,18 @@ def inspect_cmd(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
-    print(info["image"])
+    # every name below was written by whoever pushed the image: shown escaped
+    print(printable(info["image"]))
     if info.get("primary"):
-        print(f"  primary  {info['primary']}")
+        print(f"  primary  {printable(info['primary'])}")
     if info.get("source"):
-        print(f"  source   {info['source']}")
-    paths = [f["path"] or "(untitled)" for f in info["files"]]
+        print(f"  source   {printable(info['source'])}")
+    paths = [printable(f["path"] or "(untitled)") for f in info["files"]]
     width = max([len(p) for p in paths] + [4])
     print(f"  {'FILE'.ljust(width)}  {'SIZE':>10}  SHA-256")
-    for path, f in zip(paths, info["files"], strict=True):
+    for f, path in zip(info["files"], paths, strict=True):
         size = human_bytes(f["size"]) if f["size"] is not None else "?"
-        print(f"  {path.ljust(width)}  {size:>10}  {f['sha256'] or '(not recorded)'}")
+        print(f"  {path.ljust(width)}  {size:>10}  {printable(f['sha256'] or '(not recorded)')}")
     return 0
 
 
@@ -272,5 +298,5 @@ def stage_cmd(args: argparse.Namespace) -> int:
                            "skipped": s.skipped} for s in staged], indent=2))  # fmt: skip
     else:
         for s in staged:
-            print(f"{s.sha256}  {s.size:>12}  {s.dest}{'  (already staged)' if s.skipped else ''}")
+            print(f"{s.sha256}  {s.size:>12}  {printable(s.dest)}{'  (already staged)' if s.skipped else ''}")
     return 0

@@ -29,6 +29,7 @@ from modelseal.operator.source_image import (
     SOURCE_IMAGE_VERIFIED,
     SourceCheck,
 )
+from modelseal.text import printable
 
 __all__ = ["ATTESTATION_VERIFIED", "Transition", "desired_status", "status_patch", "transitions"]
 
@@ -77,7 +78,7 @@ def _set(
     generation: int,
     now: datetime,
 ) -> None:
-    value = "True" if state else "False"
+    value, message = "True" if state else "False", printable(message)  # input text reaches kubectl and logs
     for c in conditions:
         if c["type"] == kind:
             if c.get("status") != value:
@@ -206,7 +207,9 @@ def transitions(current: Mapping[str, Any], desired: Mapping[str, Any]) -> list[
             Transition(
                 "Warning" if after_pub["phase"] == FAILED else "Normal",
                 f"Publication{after_pub['phase']}",
-                f"prefetchOCI {after_pub['phase']}: {detail or after_pub.get('jobName') or ''}".rstrip(": "),
+                printable(
+                    f"prefetchOCI {after_pub['phase']}: {detail or after_pub.get('jobName') or ''}"
+                ).rstrip(": "),
             )
         )
     if current.get("phase") != desired.get("phase"):
