@@ -113,7 +113,7 @@ async def pod(cluster: Cluster, job: dict[str, Any], containers: dict[str, tuple
                      "labels": {"job-name": meta["name"], "batch.kubernetes.io/job-name": meta["name"]},
                      "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": meta["name"],
                                           "uid": meta["uid"], "controller": True}]},
-        "spec": {"containers": [{"name": "publisher", "image": "x"}]},
+        "spec": job["spec"]["template"]["spec"],  # as the Job controller makes its pods
         "status": {"phase": "Succeeded" if all(c == 0 for c, _ in containers.values()) else "Failed",
                    "initContainerStatuses": init, "containerStatuses": main},
     })  # fmt: skip
@@ -167,6 +167,7 @@ async def test_a_model_goes_from_pending_to_ready_with_a_pinned_image(k8s: Any, 
         "files": ["model.safetensors"],
         "fingerprint": prefetch_fingerprint(spec()),
         "jobName": name,
+        "jobUid": job["metadata"]["uid"],
         "message": "published 1 file(s)",
         "observedGeneration": 1,
     }
@@ -393,4 +394,4 @@ async def test_secret_values_never_reach_status_events_jobs_or_logs(
     for secret in ("cHVzaC1zM2NyM3Q", "push-s3cr3t", "hf_s3cr3t", push_value, "aGZfczNjcjN0"):
         assert secret not in seen
     downloader = job["spec"]["template"]["spec"]["initContainers"][0]
-    assert downloader["envFrom"] == [{"secretRef": {"name": "hf"}}]  # by reference, never by value
+    assert "envFrom" not in downloader and "env" not in downloader  # not a Hugging Face source: no token
