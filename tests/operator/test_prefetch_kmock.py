@@ -395,3 +395,23 @@ async def test_secret_values_never_reach_status_events_jobs_or_logs(
         assert secret not in seen
     downloader = job["spec"]["template"]["spec"]["initContainers"][0]
     assert "envFrom" not in downloader and "env" not in downloader  # not a Hugging Face source: no token
+
+
+async def test_a_local_source_with_a_secret_starts_no_job_even_in_warn_mode(
+    k8s: Any, cluster: Cluster
+) -> None:
+    """file:///proc/self/environ with a database Secret and an image the author controls: no Job, a reason."""
+    await setup(cluster, envelope="withheld")
+    await cluster.create(SECRETS, {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                                   "metadata": {"name": "database", "namespace": "default"},
+                                   "data": {"PASSWORD": base64.b64encode(b"db-s3cr3t").decode()}})  # fmt: skip
+    async with running_operator(k8s, replace(SETTINGS, mode=Mode.WARN)):
+        await new_model(
+            cluster, "exfil", spec(source="file:///proc/self/environ", sourceSecretRef={"name": "database"})
+        )
+        model = await cluster.wait("exfil", phase("Failed"))
+    assert publication(model)["message"] == (
+        "prefetchOCI refused: '/proc/self/environ' is not a remote source: prefetchOCI Jobs download https://"
+        " and hf:// sources only"
+    )
+    assert await jobs(cluster) == []
