@@ -256,3 +256,9 @@ def test_a_model_name_that_is_not_one_is_refused() -> None:
     for meta in ({"name": "../x", "namespace": "models"}, {"name": "qwen3", "namespace": "kube-system/../x"}):
         with pytest.raises(InputError, match="is not a valid"):
             build_job({**MODEL, "metadata": meta}, IMAGE)
+
+
+def test_a_long_model_name_makes_valid_label_values() -> None:
+    long = "m" * 62 + ".x"  # cut at 63 characters, it would end in "."
+    job = build_job({**MODEL, "metadata": {**MODEL["metadata"], "name": long}}, IMAGE)
+    assert job["metadata"]["labels"]["inference.llmkube.dev/model"] == "m" * 62

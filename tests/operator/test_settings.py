@@ -45,7 +45,7 @@ def test_trusted_keys_must_be_namespace_name(keys: str) -> None:
     "keys", ["../kube-system/x", "ns/../../x", "NS/keys", "ns/Keys", "ns/k%2Fx", "a.b/keys"]
 )
 def test_trusted_keys_must_be_kubernetes_names(keys: str) -> None:
-    with pytest.raises(UsageError, match="is not a valid|must be namespace/name"):
+    with pytest.raises(UsageError, match=r"is not a valid|must be namespace/name"):
         OperatorSettings.from_flags(mode="enforce", trusted_keys=keys)
 
 

@@ -297,7 +297,7 @@ def build_job(
         "app.kubernetes.io/name": "modelseal",
         "app.kubernetes.io/component": "model-publish",
         "app.kubernetes.io/managed-by": MANAGED_BY,
-        "inference.llmkube.dev/model": name[:63],
+        "inference.llmkube.dev/model": name[:63].rstrip("-."),  # a label value ends alphanumeric
     }
     return {
         "apiVersion": "batch/v1",
