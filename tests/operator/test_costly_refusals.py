@@ -33,7 +33,7 @@ def forged(size: int, signatures: int) -> bytes:
 def verifications(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """How many envelopes reached signature verification."""
     seen: list[int] = []
-    real = verdict_cache.evaluate
+    from modelseal.attest.verifier import evaluate as real
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         seen.append(1)
@@ -92,7 +92,7 @@ async def test_signatures_are_checked_off_the_event_loop(monkeypatch: pytest.Mon
     from tests.operator.test_reconciler import RecordingApi
 
     threads: list[threading.Thread] = []
-    real = reconciler_module.evaluate_gate
+    from modelseal.operator.gate import evaluate_gate as real
 
     def recorded(*args: Any, **kwargs: Any) -> Any:
         threads.append(threading.current_thread())

@@ -28,7 +28,7 @@ LEAK = "hf_s3cr3t"
 
 
 def crash_on_generation_2(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = reconciler_module.evaluate_gate
+    from modelseal.operator.gate import evaluate_gate as real
 
     def gate(spec: Mapping[str, Any], *args: Any, **kwargs: Any) -> Any:
         if spec.get("source") == "acme/other-model":
