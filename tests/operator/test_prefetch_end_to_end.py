@@ -40,7 +40,10 @@ async def trust_the_sample_key(cluster: Cluster) -> None:
 
 def settings_for(registry: Registry) -> Any:
     access = RegistryAccess(plain_http=frozenset({registry.host}))
-    return replace(ENFORCE, publisher_image="modelseal:test", registry_access=access)
+    # the test servers speak plain HTTP on 127.0.0.1: the lab case the flag exists for
+    return replace(
+        ENFORCE, publisher_image="modelseal:test", registry_access=access, allow_plain_http_sources=True
+    )
 
 
 async def new_model(cluster: Cluster, name: str, spec: dict[str, Any]) -> None:

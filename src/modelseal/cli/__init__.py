@@ -2,8 +2,9 @@
 
 Exit codes: 0 success (for ``verify``: verified and admitted, or refused in
 warn mode); 1 refused, failed verification or bad input; 2 usage error;
-3 operational failure (I/O, network, registry). ``verify`` follows socair and
-uses 1 for every failure that is not a usage error.
+3 operational failure (I/O, network, registry) or an internal error (a bug:
+one line, no traceback). ``verify`` follows socair and uses 1 for every
+failure that is not a usage error.
 """
 
 from __future__ import annotations
@@ -80,6 +81,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 1
+    except Exception as e:  # a bug: one line naming its type (its text may quote the input), exit 3
+        print(f"error: internal error ({type(e).__name__}); this is a bug in modelseal", file=sys.stderr)
+        return 3
 
 
 def entry() -> NoReturn:

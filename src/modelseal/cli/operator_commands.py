@@ -60,6 +60,8 @@ def register(commands: Any) -> None:
     run.add_argument("--registry-ca-file", metavar="FILE", help="CA bundle for registries with a private CA")
     run.add_argument("--plain-http-registry", action="append", default=[], metavar="HOST[:PORT]",
                      help="read this registry over plain HTTP (labs and tests only; repeat)")  # fmt: skip
+    run.add_argument("--allow-plain-http-sources", action="store_true",
+                     help="prefetchOCI Jobs may download http:// sources (labs only)")  # fmt: skip
     run.add_argument("--metrics-port", type=int, default=8080, metavar="PORT", help="/metrics port (0: off)")
     run.add_argument("--liveness", default="http://0.0.0.0:8081/healthz", metavar="URL",
                      help="kopf's liveness endpoint ('' to disable)")  # fmt: skip
@@ -90,6 +92,7 @@ def run_cmd(args: argparse.Namespace) -> int:
         registry_config=args.registry_config,
         registry_ca_file=args.registry_ca_file,
         plain_http_registries=tuple(args.plain_http_registry),
+        allow_plain_http_sources=args.allow_plain_http_sources,
     )
     if not 0 <= args.metrics_port <= 65535:
         raise UsageError("--metrics-port must be between 0 and 65535")

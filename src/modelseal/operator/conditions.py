@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from modelseal.operator.gate import REASON_REJECTED, GateOutcome
+from modelseal.operator.gate import REASON_INTERNAL_ERROR, REASON_REJECTED, GateOutcome
 from modelseal.operator.publication import FAILED, PENDING, SUCCEEDED, Publication
 from modelseal.operator.source_image import (
     REASON_MISMATCH,
@@ -41,6 +41,7 @@ REASON_PUBLISHING = "Publishing"
 # a Degraded of these reasons is cleared, with this message, once the refusal no longer holds
 _CLEARED_BY = {
     REASON_REJECTED: "the attestation is admitted",
+    REASON_INTERNAL_ERROR: "the Model was judged again",
     REASON_MISMATCH: "the source image check no longer blocks",
     REASON_UNREADABLE: "the source image check no longer blocks",
     REASON_PUBLICATION_FAILED: "the publication recovered",
@@ -129,7 +130,7 @@ def desired_status(
         return {**out, "phase": "Failed", "conditions": conditions}
 
     if outcome is not None and outcome.blocks:
-        return failed(REASON_REJECTED, outcome.message)
+        return failed(outcome.reason, outcome.message)
     if source is None:
         conditions = [c for c in conditions if c["type"] != SOURCE_IMAGE_VERIFIED]
     else:
@@ -153,7 +154,9 @@ def desired_status(
         waiting = "Pending" if publication.phase == PENDING else "Downloading"
         return {**out, "phase": waiting, "conditions": conditions}
     note = "the model passed the attestation gate"
-    if outcome is not None and not outcome.admitted:
+    if outcome is not None and outcome.reason == REASON_INTERNAL_ERROR:
+        note = f"{outcome.mode.value} mode: the model could not be judged, and it is not blocked"
+    elif outcome is not None and not outcome.admitted:
         note = "warn mode: the attestation was not admitted, and the model is not blocked"
     elif outcome is None:
         note = "the attestation gate is off"

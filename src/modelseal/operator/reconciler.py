@@ -5,6 +5,11 @@ ConfigMap change re-evaluates exactly the Models that reference it (every
 Model, for the trusted keys), and a periodic pass re-verifies refused Models
 every minute and admitted ones every ``--recheck-interval``, bounding how long a
 revoked key keeps a Model Ready.
+
+Every decision about a Model goes through :meth:`Reconciler.judge`, which
+turns an exception nobody expected into a refusal with reason
+``InternalError`` (see :mod:`modelseal.operator.judgement`). A status that
+cannot be written is retried with the refused Models.
 """
 
 from __future__ import annotations
@@ -18,20 +23,23 @@ from datetime import UTC, datetime
 from typing import Any
 
 from modelseal.attest.verdict import Mode
+from modelseal.errors import KubeError
 from modelseal.operator.conditions import desired_status, status_patch, transitions
 from modelseal.operator.gate import (
     ConfigMapRead,
     GateOutcome,
-    VerdictCache,
     evaluate_gate,
     referenced_configmap,
 )
+from modelseal.operator.judgement import Judgement, generation_of, internal_error, unexpected
 from modelseal.operator.kube import KubeApi
 from modelseal.operator.metrics import OperatorMetrics
+from modelseal.operator.names import is_subdomain
 from modelseal.operator.prefetch_jobs import PrefetchJobs
 from modelseal.operator.publication import FAILED, Publication
 from modelseal.operator.settings import OperatorSettings
 from modelseal.operator.source_image import SourceCheck, SourceImageChecker
+from modelseal.operator.verdict_cache import VerdictCache
 
 __all__ = ["ModelKey", "Reconciler"]
 
@@ -48,15 +56,6 @@ def utcnow() -> datetime:
 class _Checked:
     at: datetime
     blocked: bool
-
-
-def _summary(outcome: GateOutcome | None, publication: Publication | None) -> str:
-    text = outcome.message if outcome else "gate off"
-    if publication is not None:
-        text += f"; prefetchOCI {publication.phase}" + (
-            f": {publication.message}" if publication.message else ""
-        )
-    return text
 
 
 class Reconciler:
@@ -82,7 +81,11 @@ class Reconciler:
         self.configmaps: dict[tuple[str, str], ConfigMapRead] = {}
         self._locks: dict[ModelKey, asyncio.Lock] = {}
         self._retired: list[KubeApi] = []
-        self.publications = PrefetchJobs(settings.publisher_image, settings.registry_access.plain_http)
+        self.publications = PrefetchJobs(
+            settings.publisher_image,
+            settings.registry_access.plain_http,
+            allow_plain_http_sources=settings.allow_plain_http_sources,
+        )
         self.sources = SourceImageChecker(settings.registry_access, on_settled=self._judge_again)
 
     def use_api(self, api: KubeApi) -> None:
@@ -193,8 +196,8 @@ class Reconciler:
         keys = self.settings.trusted_keys
         # the trusted keys are shared by every Model: a recheck pass reads them once, up front
         trusted = await self._configmap(keys[0], keys[1], fresh=False) if keys else None
-        if trusted is not None and trusted.error is not None:
-            return trusted, None
+        if (trusted is not None and trusted.error is not None) or not is_subdomain(ref[0]):
+            return trusted, None  # a name that is not a ConfigMap's is refused by the gate, never asked for
         return trusted, await self._configmap(namespace, ref[0], fresh)
 
     async def _after_gate(
@@ -219,8 +222,32 @@ class Reconciler:
             return source, None
         return source, await self.publications.follow(self.api, model, generation, fresh=fresh)
 
+    async def judge(self, key: ModelKey, model: Mapping[str, Any], now: datetime, fresh: bool) -> Judgement:
+        """The gate, the source check and the publication for one Model; never raises.
+
+        An unexpected exception becomes :meth:`GateOutcome.internal_error`: Failed
+        in enforce mode, reported in the ``AttestationVerified`` condition otherwise.
+        """
+        doing = "reading the Model's ConfigMaps"
+        try:
+            spec = model["spec"]
+            trusted, attestation = await self._read(spec, key[0], fresh)
+            doing = "judging the attestation"
+            # signatures are checked in a thread: a costly envelope must not stall every other Model
+            outcome = await asyncio.to_thread(
+                evaluate_gate, spec, key[0], self.settings, trusted=trusted, attestation=attestation,
+                now=now, cache=self.cache,
+            )  # fmt: skip
+            doing = "checking the source and the publication"
+            generation = generation_of(model)
+            source, publication = await self._after_gate(model, outcome, generation, fresh)
+            return Judgement(outcome, source, publication)
+        except Exception as e:  # the one safety net: a crash is a refusal, never a stale status
+            self.metrics.internal_errors.inc()
+            return internal_error(e, doing, model, self.settings.mode)
+
     async def reconcile(self, key: ModelKey, *, fresh: bool = False) -> GateOutcome | None:
-        """Decide one Model and write its status if it changed.
+        """Decide one Model and write its status if it changed; never raises.
 
         ``fresh`` reads the Model's own ConfigMap and Job from the API instead of the
         watch's copies (the trusted keys are refreshed once per pass, by :meth:`recheck`).
@@ -232,31 +259,23 @@ class Reconciler:
                 return None
             started = time.perf_counter()
             now = self.clock()
-            spec, status = model["spec"], model["status"]
-            trusted, attestation = await self._read(spec, key[0], fresh)
-            outcome = evaluate_gate(spec, key[0], self.settings, trusted=trusted, attestation=attestation,
-                                    now=now, cache=self.cache)  # fmt: skip
+            judged = await self.judge(key, model, now, fresh)
+            outcome, source, publication = judged.outcome, judged.source, judged.publication
             if outcome is not None:
                 result = "admitted" if outcome.admitted else "refused"
                 self.metrics.verifications.labels(result=result, reason=outcome.code.value).inc()
-            generation = int(model["metadata"].get("generation") or 1)
-            source, publication = await self._after_gate(model, outcome, generation, fresh)
             if source is not None:
                 self.metrics.source_checks.labels(reason=source.reason).inc()
             blocked = any(x is not None and x.blocks for x in (outcome, source))
-            desired = desired_status(status, generation, outcome, now, publication, source)
-            patch = status_patch(status, desired)
-            if patch is not None:
-                await self.api.patch_model_status(key[0], key[1], patch)
-                model["status"] = desired
-                self.metrics.status_writes.inc()
-                for event in transitions(status, desired):
-                    await self.api.post_event(model, event.type, event.reason, event.message, now)
-                    if event.reason in ("PublicationSucceeded", "PublicationFailed"):
-                        self.metrics.publications.labels(phase=event.reason.removeprefix("Publication")).inc()
-                _logger.info("Model %s/%s: %s", key[0], key[1], _summary(outcome, publication))
             waiting = publication is not None and (publication.in_progress or publication.phase == FAILED)
             waiting = waiting or (source is not None and source.pending)
+            try:
+                await self._write(key, model, judged, now)
+            except Exception as e:
+                _logger.error(
+                    "Model %s/%s: the status was not written: %s", key[0], key[1], unexpected(e, "writing")
+                )
+                blocked = True
             self.checked[key] = _Checked(now, blocked or waiting)
             self.metrics.reconcile_seconds.observe(time.perf_counter() - started)
             return outcome
@@ -264,6 +283,23 @@ class Reconciler:
     async def _judge_again(self, waiters: set[Hashable]) -> None:
         """A source check ended: judge the Models that waited for it again."""
         await self.reconcile_many([key for key in self.models if key in waiters])
+
+    async def _write(self, key: ModelKey, model: dict[str, Any], judged: Judgement, now: datetime) -> None:
+        """Patch the status when it changed, and post an Event per transition."""
+        assert self.api is not None
+        status, generation = model["status"], generation_of(model)
+        desired = desired_status(status, generation, judged.outcome, now, judged.publication, judged.source)
+        patch = status_patch(status, desired)
+        if patch is None:
+            return
+        await self.api.patch_model_status(key[0], key[1], patch)
+        model["status"] = desired
+        self.metrics.status_writes.inc()
+        for event in transitions(status, desired):
+            await self.api.post_event(model, event.type, event.reason, event.message, now)
+            if event.reason in ("PublicationSucceeded", "PublicationFailed"):
+                self.metrics.publications.labels(phase=event.reason.removeprefix("Publication")).inc()
+        _logger.info("Model %s/%s: %s", key[0], key[1], judged.summary())
 
     async def reconcile_many(
         self, keys: list[ModelKey], *, fresh: bool = False, concurrency: int = 16
@@ -282,6 +318,9 @@ class Reconciler:
         keys = self.due(self.clock())
         trusted = self.settings.trusted_keys
         if keys and trusted is not None and self.api is not None:
-            self.configmaps[trusted] = await self.api.read_configmap(*trusted)
+            try:
+                self.configmaps[trusted] = await self.api.read_configmap(*trusted)
+            except KubeError as e:  # the pass goes on: every Model is refused for it, none stays stale
+                self.configmaps[trusted] = ConfigMapRead(error=str(e))
         await self.reconcile_many(keys, fresh=True)
         return len(keys)

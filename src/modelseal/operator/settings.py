@@ -10,7 +10,8 @@ from modelseal import __version__
 from modelseal.attest.policy import TrustPolicy, load_policy
 from modelseal.attest.verdict import Mode
 from modelseal.durations import parse_max_age
-from modelseal.errors import UsageError
+from modelseal.errors import InputError, UsageError
+from modelseal.operator.names import check_label, check_subdomain
 from modelseal.operator.source_image import RegistryAccess
 
 __all__ = [
@@ -57,7 +58,12 @@ def parse_trusted_keys(text: str, mode: Mode) -> tuple[str, str] | None:
             "--model-attestation-trusted-keys must be namespace/name when --model-attestation is warn"
             f' or enforce (got "{text}")'
         )
-    return namespace, name
+    try:
+        return check_label(namespace, "--model-attestation-trusted-keys namespace"), check_subdomain(
+            name, "--model-attestation-trusted-keys ConfigMap"
+        )
+    except InputError as e:
+        raise UsageError(e.message) from None
 
 
 @dataclass(frozen=True)
@@ -73,6 +79,8 @@ class OperatorSettings:
     refused_retry: timedelta = timedelta(minutes=1)
     publisher_image: str = DEFAULT_PUBLISHER_IMAGE
     registry_access: RegistryAccess = field(default_factory=RegistryAccess)
+    #: prefetchOCI Jobs may download ``http://`` sources (labs only: nothing protects the bytes in transit)
+    allow_plain_http_sources: bool = False
 
     @property
     def trusted_keys_ref(self) -> str:
@@ -93,6 +101,7 @@ class OperatorSettings:
         registry_config: str | None = None,
         registry_ca_file: str | None = None,
         plain_http_registries: tuple[str, ...] = (),
+        allow_plain_http_sources: bool = False,
     ) -> OperatorSettings:
         """Validate the flags as LLMKube does, plus modelseal's own.
 
@@ -126,6 +135,7 @@ class OperatorSettings:
             recheck_interval=recheck,
             publisher_image=DEFAULT_PUBLISHER_IMAGE if publisher_image is None else _image(publisher_image),
             registry_access=_registry_access(registry_config, registry_ca_file, plain_http_registries),
+            allow_plain_http_sources=allow_plain_http_sources,
         )
 
 
