@@ -107,3 +107,15 @@ async def test_signatures_are_checked_off_the_event_loop(monkeypatch: pytest.Mon
     assert outcome is not None and outcome.admitted
     assert threads and threads[0] is not threading.main_thread()
     await api.close()
+
+
+def test_a_report_from_the_future_is_admitted_once_its_time_comes(verifications: list[int]) -> None:
+    """Without a max age the policy checks no dates, but "issued in the future" passes with time."""
+    cache = VerdictCache()
+    envelope = envelope_cm(socair_envelope("authorized"))
+    early = evaluate_gate(SPEC, "default", ENFORCE, trusted=KEYS, attestation=envelope,
+                          now=FIXTURE_NOW - timedelta(days=2), cache=cache)  # fmt: skip
+    assert early is not None and early.blocks and "future" in early.message
+    later = evaluate_gate(SPEC, "default", ENFORCE, trusted=KEYS, attestation=envelope, now=FIXTURE_NOW,
+                          cache=cache)  # fmt: skip
+    assert later is not None and later.admitted

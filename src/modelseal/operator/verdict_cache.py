@@ -102,9 +102,10 @@ def cached_evaluate(
     """
     timeless = (hashlib.sha256(envelope).hexdigest(), policy.fingerprint(), sha.strip().lower(), "")
     dated = bool(policy.max_age or policy.windows)
-    timed = (*timeless[:3], now.strftime("%Y%m%d%H%M")) if dated else timeless
+    minute = (*timeless[:3], now.strftime("%Y%m%d%H%M"))
+    timed = minute if dated else timeless
     if cache is not None:
-        verdict = cache.get(timeless) or (cache.get(timed) if dated else None)
+        verdict = cache.get(timeless) or cache.get(minute)
         if verdict is not None:
             return verdict
     parsed = _capped(envelope)
@@ -114,5 +115,7 @@ def cached_evaluate(
         else evaluate(parsed, policy, expected=ExpectedDigest(sha), now=now)
     )
     if cache is not None:
-        cache.put(timeless if verdict.reason in _TIMELESS else timed, verdict)
+        # a report from the future is admissible later, whatever the policy says of dates
+        later = minute if verdict.reason == Reason.ISSUED_IN_FUTURE else timed
+        cache.put(timeless if verdict.reason in _TIMELESS else later, verdict)
     return verdict
