@@ -149,7 +149,9 @@ async def main() -> None:
         settings = ENFORCE
         if args.registry:
             access = RegistryAccess(plain_http=frozenset({args.registry}))
-            settings = replace(ENFORCE, publisher_image="modelseal:0.1.0", registry_access=access)
+            # the demo's file server speaks plain HTTP on 127.0.0.1: the lab case the flag is for
+            settings = replace(ENFORCE, publisher_image="modelseal:0.1.0", registry_access=access,
+                               allow_plain_http_sources=True)  # fmt: skip
         async with running_operator(emulator, settings, tick=0.2):
             await cluster.new_model("qwen", attestation="qwen-attestation")
             await cluster.new_model("llama", attestation="llama-attestation")

@@ -75,6 +75,16 @@ def test_the_crd_schema_covers_every_field_the_operator_reads_or_writes(field: s
     assert node(field)["type"]
 
 
+def test_the_crd_keeps_every_field_of_status_prefetchoci() -> None:
+    """A field the schema leaves out is pruned by the API server: jobUid must survive, or a restart
+    would no longer believe the operator's own Jobs."""
+    from modelseal.operator.publication import Publication
+
+    written = Publication("Succeeded", "sha256:f", 1, "j", "oci://r/m@sha256:" + "a" * 64, ("m",), "m", "uid")
+    for key in written.to_status():
+        assert node(f"status.prefetchOCI.{key}")["type"]
+
+
 def test_crd_shape() -> None:
     [crd] = by_kind("CustomResourceDefinition")
     assert crd["metadata"]["name"] == "models.inference.llmkube.dev"

@@ -1,4 +1,9 @@
-"""Writing files so that nobody ever sees half of one.
+"""Reading input files safely, and writing files so that nobody ever sees half of one.
+
+Input is opened only when it is a regular file: a FIFO with no writer would
+hang ``open`` (and a read of a device or a socket may never end), so the type
+is checked before opening, and again on the descriptor, which is opened
+non-blocking so that a file swapped for a FIFO in between cannot hang either.
 
 Data goes to a temporary file in the destination's directory, is flushed to
 disk, then renamed (or hard-linked, when the destination must not exist yet)
@@ -8,13 +13,15 @@ into place. A failure leaves the destination as it was.
 from __future__ import annotations
 
 import contextlib
+import io
 import os
+import stat
 import tempfile
 from pathlib import Path
 
 from modelseal.errors import InputError, OperationalError
 
-__all__ = ["read_limited", "write_atomic"]
+__all__ = ["open_regular", "read_limited", "write_atomic"]
 
 
 def write_atomic(
@@ -58,6 +65,46 @@ def _discard(tmp: str) -> None:
         os.unlink(tmp)
 
 
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def _not_regular(mode: int) -> str | None:
+    if stat.S_ISREG(mode):
+        return None
+    return next((kind for test, kind in _KINDS if test(mode)), "not a regular file")
+
+
+def open_regular(
+    path: str | os.PathLike[str], *, what: str = "", error: type[InputError] = InputError
+) -> io.BufferedReader:
+    """Open a regular file for reading, refusing anything else without blocking on it.
+
+    Raises:
+        InputError (or ``error``): ``read <what> <path>: ...``, missing,
+            unreadable, or a directory, FIFO, socket or device.
+    """
+    name = os.fspath(path)
+    label = f"{what} {name}" if what else name
+    try:
+        kind = _not_regular(os.stat(name).st_mode)
+        fd = -1 if kind else os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        raise error(f"read {label}: {e.strerror or e}") from None
+    if fd >= 0:
+        kind = _not_regular(os.fstat(fd).st_mode)  # replaced since the stat?
+        if kind is None:
+            os.set_blocking(fd, True)
+            return os.fdopen(fd, "rb")
+        os.close(fd)
+    raise error(f"read {label}: not a regular file ({kind})")
+
+
 def read_limited(path: str | os.PathLike[str], limit: int, *, what: str = "file") -> bytes:
     """Read a whole input file, refusing one larger than ``limit`` bytes.
 
@@ -72,7 +119,7 @@ def read_limited(path: str | os.PathLike[str], limit: int, *, what: str = "file"
 
             data = sys.stdin.buffer.read(limit + 1)
         else:
-            with open(path, "rb") as f:
+            with open_regular(path, what=what) as f:
                 data = f.read(limit + 1)
     except OSError as e:
         raise InputError(f"read {what} {os.fspath(path)}: {e.strerror or e}") from None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from modelseal.attest.private_keys import SigningKey
@@ -36,7 +37,18 @@ def signed_statement(
     report["verification"]["signer_key_id"] = key.public.keyid
     if mutate is not None:
         mutate(report)
-    sha = report["artifact"]["sha256"]
-    subj = subjects if subjects is not None else [(report["artifact"]["file_name"], sha)]
-    payload = make_statement(subj, predicate_type, report)
+    if subjects is None:
+        subjects = [(report["artifact"]["file_name"], report["artifact"]["sha256"])]
+    payload = make_statement(subjects, predicate_type, report)
     return sign_payload(payload, signers or [key]).to_json()
+
+
+def hf_snapshot(tmp_path: Path) -> Path:
+    """A Hugging Face cache layout: the snapshot's files link into ../../blobs."""
+    repo = tmp_path / "models--org--tiny"
+    (repo / "blobs").mkdir(parents=True)
+    (repo / "blobs" / "0a1b").write_text('{"a": 1}')
+    snapshot = repo / "snapshots" / "rev1"
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").symlink_to("../../blobs/0a1b")
+    return snapshot

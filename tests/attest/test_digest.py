@@ -103,7 +103,7 @@ def test_directory_errors(tmp_path: Path, setup: object, message: str) -> None:
 
 
 def test_too_many_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("modelseal.attest.digest.MAX_FILES", 3)
+    monkeypatch.setattr("modelseal.attest.walk.MAX_FILES", 3)
     for i in range(4):
         (tmp_path / str(i)).write_text("x")
     with pytest.raises(InputError, match="more than 3 files"):
@@ -115,5 +115,5 @@ def test_missing_and_unreadable(tmp_path: Path) -> None:
         digest_path(tmp_path / "missing")
     with pytest.raises(InputError, match="is not a directory"):
         list_model_files(tmp_path / "missing")
-    with pytest.raises(InputError, match=r"read .*Is a directory"):
+    with pytest.raises(InputError, match=r"read .*: not a regular file \(a directory\)"):
         sha256_file(tmp_path)

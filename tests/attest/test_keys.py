@@ -140,3 +140,19 @@ def test_candidates_put_the_named_key_first() -> None:
     assert ring.candidates(keys[2].keyid.upper())[0] == keys[2]
     assert ring.candidates("unknown") == keys
     assert isinstance(ring.candidates("")[0], PublicKey)
+
+
+def test_a_key_under_two_issuer_names_is_refused(tmp_path: Path) -> None:
+    from modelseal.attest.private_keys import with_issuer
+
+    pem = (TESTDATA / "keys" / "ed25519.pub").read_text()
+    (tmp_path / "a.pub").write_text(with_issuer(pem, "ACME"))
+    (tmp_path / "b.pub").write_text(with_issuer(pem, "Mallory"))
+    with pytest.raises(KeyFileError, match=r"key f963\w+ is given twice, named 'ACME' and 'Mallory'"):
+        Keyring.from_path(tmp_path)
+    with pytest.raises(KeyFileError, match=r"^cm: key f963\w+ is given twice, named 'ACME' and no name$"):
+        Keyring.from_mapping(
+            {"a.pub": with_issuer(pem, "ACME"), "b.pub": with_issuer(pem, None)}, source="cm"
+        )
+    (tmp_path / "b.pub").write_text(with_issuer(pem, "ACME"))  # the same key under the same name: a copy
+    assert len(Keyring.from_path(tmp_path)) == 1

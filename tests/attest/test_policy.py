@@ -114,3 +114,29 @@ def test_bad_key_references(tmp_path: Path) -> None:
 def test_yaml_tags_are_not_executed(tmp_path: Path) -> None:
     with pytest.raises(PolicyFileError, match="not valid YAML"):
         parse_policy("!!python/object/apply:os.system ['true']\n", base=tmp_path)
+
+
+ED25519 = TESTDATA / "keys" / "ed25519.pub"
+
+
+@pytest.mark.parametrize(
+    ("entries", "message"),
+    [
+        # the case: the second entry's name pin was dropped in silence
+        (f"  - file: {ED25519}\n  - file: {ED25519}\n    name: ACME\n", r"keys\.1: key f963\w+ is listed also in keys\.0"),
+        (f"  - file: {ED25519}\n    name: ACME\n  - file: {ED25519}\n    notAfter: 2027-01-01T00:00:00Z\n", "listed also in keys.0"),
+        (f"  - file: {ED25519}\n  - file: {ED25519}\n", "listed also in keys.0; list each key once"),
+        (f"  - dir: {TESTDATA / 'keys'}\n  - file: {ED25519}\n    name: ACME\n", "keys.1: key f963"),
+    ],
+)  # fmt: skip
+def test_a_key_listed_twice_is_a_policy_error(tmp_path: Path, entries: str, message: str) -> None:
+    with pytest.raises(PolicyFileError, match=message) as caught:
+        parse_policy(HEAD + "keys:\n" + entries, base=tmp_path, source="p.yaml")
+    assert str(caught.value).startswith("p.yaml: keys.1: key ") and "\n" not in str(caught.value)
+
+
+def test_a_directory_holding_a_key_twice_is_a_policy_error(tmp_path: Path) -> None:
+    for name in ("a.pub", "b.pub"):
+        (tmp_path / name).write_bytes(ED25519.read_bytes())
+    with pytest.raises(PolicyFileError, match=r"keys\.0: key f963\w+ is listed twice in it"):
+        parse_policy(HEAD + f"keys:\n  - dir: {tmp_path}\n", base=tmp_path)

@@ -177,3 +177,11 @@ def test_socair_fixture_verifies_in_securesystemslib() -> None:
     pub = load_pem_public_key((SOCAIR / "operator.pub").read_bytes())
     env = SslibEnvelope.from_dict(json.loads(socair_envelope("authorized")))
     assert set(env.verify([SSlibKey.from_crypto(pub, keyid=FIXTURE_KEYID)], 1)) == {FIXTURE_KEYID}
+
+
+def test_a_report_dated_ahead_is_signed_and_left_to_the_verifier(ed25519_key: SigningKey) -> None:
+    report = sample_report()
+    report["header"]["issued_utc"] = "2099-01-01T00:00:00Z"
+    envelope, _ = sign_report(report, ed25519_key)  # socair signs it; time is the verifier's policy
+    v = evaluate(envelope.to_json(), TrustPolicy(Keyring([ed25519_key.public])))
+    assert v.reason is Reason.ISSUED_IN_FUTURE

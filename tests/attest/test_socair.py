@@ -111,6 +111,36 @@ def test_max_age_uses_the_injected_clock(operator_ring: Keyring) -> None:
     )
 
 
+ISSUED = FIXTURE_NOW - timedelta(days=1)  # the real fixtures' header.issued_utc
+
+
+@pytest.mark.parametrize("max_age", [None, timedelta(hours=24)])
+def test_a_report_from_the_future_is_refused(operator_ring: Keyring, ed25519_key: SigningKey,
+                                             max_age: timedelta | None) -> None:  # fmt: skip
+    policy = TrustPolicy(operator_ring, max_age=max_age)
+    skew = socair.MAX_CLOCK_SKEW
+    assert evaluate(socair_envelope("authorized"), policy, now=ISSUED - skew).admitted  # within the skew
+    v = evaluate(socair_envelope("authorized"), policy, now=ISSUED - skew - timedelta(seconds=1))
+    assert v.reason is Reason.ISSUED_IN_FUTURE and not v.admitted
+    assert v.message == (
+        "attestation not admitted by policy: attestation is issued in the future (2026-10-03T02:50:10Z,"
+        " 5m1s from now, over the 5m0s clock skew allowed); check the signer's clock"
+    )
+    mine = TrustPolicy(Keyring([ed25519_key.public.named(None)]), max_age=max_age)
+    late = signed_statement(ed25519_key, lambda r: r["header"].update(issued_utc="2099-01-01T00:00:00Z"))
+    v = evaluate(late, mine, now=FIXTURE_NOW)
+    assert v.reason is Reason.ISSUED_IN_FUTURE and "(2099-01-01T00:00:00Z, 633285h9m50s from now" in v.message
+
+
+def test_an_unparsable_issue_time_is_still_admitted_without_a_max_age(ed25519_key: SigningKey) -> None:
+    """socair checks no time without a max age; only a time that parses can be in the future."""
+    odd = signed_statement(ed25519_key, lambda r: r["header"].update(issued_utc="next year"))
+    ring = Keyring([ed25519_key.public.named(None)])
+    assert evaluate(odd, TrustPolicy(ring), now=FIXTURE_NOW).admitted
+    v = evaluate(odd, TrustPolicy(ring, max_age=timedelta(hours=1)), now=FIXTURE_NOW)
+    assert v.reason is Reason.ISSUED_TIME_INVALID
+
+
 @pytest.mark.parametrize("name", ["authorized", "withheld", "conditional"])
 def test_recorded_document_hashes_recompute(name: str, operator_ring: Keyring) -> None:
     payload = base64.b64decode(json.loads(socair_envelope(name))["payload"])

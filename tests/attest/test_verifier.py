@@ -79,13 +79,13 @@ def test_revoked_key_says_so(ed25519_key: SigningKey) -> None:
 
 
 def test_validity_window(ed25519_key: SigningKey) -> None:
-    start = datetime(2026, 1, 1, tzinfo=UTC)
+    start = datetime(2026, 11, 2, tzinfo=UTC)  # after the sample report was issued
     end = datetime(2027, 1, 1, tzinfo=UTC)
     policy = TrustPolicy(ring(ed25519_key), windows={ed25519_key.public.keyid: KeyWindow(start, end)})
     envelope = signed_statement(ed25519_key)
     assert evaluate(envelope, policy, now=start).admitted
     early = evaluate(envelope, policy, now=start - timedelta(seconds=1))
-    assert early.reason is Reason.KEY_INACTIVE and "not valid before 2026-01-01" in early.message
+    assert early.reason is Reason.KEY_INACTIVE and "not valid before 2026-11-02" in early.message
     late = evaluate(envelope, policy, now=end)
     assert late.reason is Reason.KEY_INACTIVE and "expired at 2027-01-01" in late.message
 

@@ -148,3 +148,27 @@ def test_installed_entry_point_never_prints_a_traceback(
     assert proc.returncode == 1
     assert proc.stderr.startswith("error: attestation does not verify:")
     assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("predicate", "message"),
+    [
+        ('{"a": 1e400}', "number 1e400 is out of range"),
+        ('{"a": "\\ud800"}', "a string holds a lone UTF-16 surrogate"),
+    ],
+)
+def test_attest_refuses_a_predicate_it_cannot_encode(
+    cli: Run, ed25519_key_file: Path, tmp_path: Path, predicate: str, message: str
+) -> None:
+    (tmp_path / "p.json").write_text(predicate)
+    r = cli("attest", SOCAIR / "operator.pub", "--key", ed25519_key_file, "--predicate-type", "x",
+            "--predicate", tmp_path / "p.json")  # fmt: skip
+    assert r.code == 1 and r.err.startswith("error: predicate ") and message in r.err
+
+
+def test_attest_refuses_a_predicate_type_that_is_not_utf8(cli: Run, ed25519_key_file: Path) -> None:
+    r = cli("attest", SOCAIR / "operator.pub", "--key", ed25519_key_file, "--predicate-type", "x\udcff")
+    assert (
+        r.code == 1
+        and r.err == "error: cannot encode the statement: a string holds a lone UTF-16 surrogate\n"
+    )

@@ -13,7 +13,7 @@ from modelseal.cli.publish_commands import TERMINATION_LOG_LIMIT, _compact
 from tests.cli.conftest import Run
 from tests.conftest import TESTDATA
 from tests.publish.fixtures import USERS
-from tests.publish.helpers import docker_config, skopeo
+from tests.publish.helpers import docker_config, file_layer, push_crafted, skopeo
 from tests.publish.servers import Registry
 
 SAMPLE = TESTDATA / "sample-model"
@@ -165,17 +165,44 @@ def test_inspect_binds_an_attested_digest_to_the_image(cli: Run, registry: Regis
     published = cli("publish", "--image", f"{registry.host}/m/bound:v1", "--plain-http", model).out.strip()
     sha = hashlib.sha256(model.read_bytes()).hexdigest()
     ok = cli("publish", "inspect", published, "--plain-http", "--expect-sha256", sha.upper())
-    assert ok.code == 0 and ok.err == ""
+    assert ok.code == 0
+    assert (
+        ok.err == f"verified: the primary file model.safetensors has SHA-256 {sha} (read 1 layer(s), 120 B)\n"
+    )
     bad = cli("publish", "inspect", published, "--plain-http", "--expect-sha256", "a" * 64)
     assert bad.code == 1
     assert (
         bad.err
-        == f"error: {published}: the primary file model.safetensors is recorded as {sha}, not {'a' * 64}\n"
+        == f"error: {published}: the primary file model.safetensors has SHA-256 {sha}, not {'a' * 64}\n"
     )
     tagged = cli(
         "publish", "inspect", f"oci://{registry.host}/m/bound:v1", "--plain-http", "--expect-sha256", sha
     )
     assert tagged.code == 0 and tagged.err.startswith("warning: ") and "is not pinned by digest" in tagged.err
+    assert cli("publish", "inspect", published, "--plain-http", "--expect-sha256", "xyz").code == 2
+    assert cli("publish", "inspect", published, "--plain-http", "--annotations-only").code == 2
+
+
+def test_inspect_reads_the_bytes_an_image_serves_not_its_annotations(cli: Run, registry: Registry) -> None:
+    """Finding 1: the attested annotation re-pushed over evil bytes passes an annotation check only."""
+    want = hashlib.sha256((SAMPLE / "model.safetensors").read_bytes()).hexdigest()
+    evil = b"weights nobody attested"
+    image = push_crafted(registry.host, "m/evil:v1", [file_layer("model.safetensors", evil, sha256=want)])
+    refused = cli("publish", "inspect", image, "--plain-http", "--expect-sha256", want)
+    assert refused.code == 1
+    assert refused.err == (
+        f"error: {image}: the primary file model.safetensors has SHA-256 {hashlib.sha256(evil).hexdigest()},"
+        f" not {want}\n"
+    )
+    fooled = cli("publish", "inspect", image, "--plain-http", "--expect-sha256", want, "--annotations-only")
+    assert fooled.code == 0 and fooled.err.startswith(
+        "note: compared the digest the image's annotations record"
+    )
+    assert "no layer was read" in fooled.err
+    doubled = push_crafted(registry.host, "m/doubled:v1", [file_layer("model.safetensors", b"ok"),
+                           file_layer("model.safetensors", evil)])  # fmt: skip
+    r = cli("publish", "inspect", doubled, "--plain-http")
+    assert r.code == 1 and r.err.count("\n") == 1 and "'model.safetensors' is given twice" in r.err
 
 
 def test_check_primary_without_a_recorded_digest() -> None:

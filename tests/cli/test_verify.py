@@ -69,6 +69,20 @@ def test_max_age_and_at(cli: Run) -> None:
     assert r.code == 1 and "old, over the 2160h0m0s limit; rescan the artifact" in r.err
 
 
+def test_a_report_from_the_future_is_refused_with_or_without_max_age(cli: Run) -> None:
+    args = ("verify", AUTHORIZED, "--trusted", OPERATOR)
+    assert cli(*args, "--at", "2026-10-03T02:46:00Z").code == 0  # 4m10s early: clock skew
+    for extra in ((), ("--max-age", "24h")):
+        r = cli(*args, *extra, "--at", "2026-10-01T00:00:00Z")
+        assert r.code == 1 and r.err == (
+            "error: attestation not admitted by policy: attestation is issued in the future"
+            " (2026-10-03T02:50:10Z, 50h50m10s from now, over the 5m0s clock skew allowed);"
+            " check the signer's clock\n"
+        )
+    verdict = json.loads(cli(*args, "--at", "2026-10-01T00:00:00Z", "--json").out)
+    assert verdict["reason"] == "issued_in_future"
+
+
 def test_json_verdict(cli: Run) -> None:
     r = cli("verify", SOCAIR / "withheld.dsse.json", "--trusted", OPERATOR, "--json")
     assert r.code == 1 and r.err == ""

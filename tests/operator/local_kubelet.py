@@ -33,7 +33,11 @@ class LocalKubelet:
     def _mapped(self, args: list[str]) -> list[str]:
         paths = {"/staging": self.root / "staging", "/docker-config": self.root / "docker-config",
                  "/dev/termination-log": self.root / "termination-log"}  # fmt: skip
-        return [str(paths.get(a, a)) for a in args]
+        out = []
+        for arg in args:  # a path alone, or as --flag=path
+            flag, eq, value = arg.rpartition("=") if arg.startswith("--") else ("", "", arg)
+            out.append(f"{flag}{eq}{paths.get(value, value)}")
+        return out
 
     async def _secret(self, name: str) -> dict[str, Any]:
         r = await self.cluster.client.get(f"/api/v1/namespaces/default/secrets/{name}")
@@ -77,7 +81,7 @@ class LocalKubelet:
             "metadata": {"name": f"{meta['name']}-abcde", "namespace": "default", "labels": {"job-name": meta["name"]},
                          "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": meta["name"],
                                               "uid": meta["uid"], "controller": True}]},
-            "spec": {"containers": [{"name": "publisher", "image": "modelseal:test"}]},
+            "spec": job["spec"]["template"]["spec"],  # as the Job controller makes its pods
             "status": {"initContainerStatuses": statuses[:1], "containerStatuses": statuses[1:]},
         })  # fmt: skip
         ok = all(code == 0 for code, _ in results.values()) and len(results) == 2

@@ -191,7 +191,7 @@ async def test_full_mode_stops_flipping_a_phase_another_controller_writes(k8s: A
         ):  # LLMKube's runtime path sets Ready; modelseal set Failed back, three times at most
             await llmkube.write("qwen", "Ready")
             await asyncio.sleep(0.3)
-            if ("default", "qwen") in reconciler.contested:
+            if ("default", "qwen") in reconciler.status.contested:
                 break
         event = await cluster.event("SecondStatusWriter", "qwen")
         writes = reconciler.metrics.status_writes._value.get()
@@ -243,7 +243,7 @@ async def test_revocation_evicts_the_running_pods_of_a_model(k8s: Any, cluster: 
                             {"data": {"attestation.dsse.json": socair_envelope("withheld").decode()}})  # fmt: skip
         event = await cluster.event("PodsEvicted", "qwen")
         assert await pods(cluster) == ["other", "qwen-c"]  # the disruption budget holds one
-        assert ("default", "qwen") in reconciler._evict_pending
+        assert ("default", "qwen") in reconciler.evictions.pending
         k8s.protected_pods.clear()
         reconciler.checked[("default", "qwen")].at -= settings.refused_retry  # the next recheck is due
         for _ in range(100):

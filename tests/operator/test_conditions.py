@@ -49,3 +49,38 @@ def test_off_removes_a_stale_attestation_condition() -> None:
     off = desired_status(enforced, 1, None, FIXTURE_NOW)
     assert "AttestationVerified" not in {c["type"] for c in off["conditions"]}
     assert off["sha256"] == "kept" and off["phase"] == "Ready"
+
+
+def test_a_source_check_still_running_holds_the_model_pending() -> None:
+    from modelseal.operator.source_image import SourceCheck
+
+    verifying = SourceCheck(False, "VerifyingSourceImage", "verifying source image", pending=True)
+    pending = desired_status({"phase": "Ready"}, 2, gate(), FIXTURE_NOW, source=verifying)
+    by_type = {c["type"]: c for c in pending["conditions"]}
+    assert pending["phase"] == "Pending"
+    assert (by_type["SourceImageVerified"]["status"], by_type["SourceImageVerified"]["reason"]) == (
+        "False",
+        "VerifyingSourceImage",
+    )
+    assert (by_type["Available"]["status"], by_type["Available"]["message"]) == (
+        "False",
+        "verifying source image",
+    )
+    events = transitions({"phase": "Ready"}, pending)
+    assert [(e.type, e.reason) for e in events][-2:] == [
+        ("Normal", "VerifyingSourceImage"),
+        ("Normal", "ModelPending"),
+    ]
+
+
+def test_condition_and_event_messages_escape_control_characters() -> None:
+    from modelseal.attest.verdict import Mode, Reason
+    from modelseal.operator.gate import GateOutcome
+
+    forged = "attestation does not verify: (signed by [\r\x1b[2K\x1b[1Averified: issued by ACME\u202e])"
+    outcome = GateOutcome(Mode.ENFORCE, False, "ModelAttestationRejected", forged, Reason.SIGNATURE_INVALID)
+    refused = desired_status({"phase": "Pending"}, 1, outcome, FIXTURE_NOW)
+    shown = [c["message"] for c in refused["conditions"]] + [e.message for e in transitions({}, refused)]
+    assert all(m.isprintable() for m in shown), shown
+    assert "[\\r\\x1b[2K\\x1b[1Averified: issued by ACME\\u202e]" in refused["conditions"][0]["message"]
+    assert status_patch(refused, desired_status(refused, 1, outcome, FIXTURE_NOW)) is None

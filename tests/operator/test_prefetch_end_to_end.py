@@ -25,7 +25,7 @@ from tests.conftest import TESTDATA
 from tests.operator.cluster import ENFORCE, Cluster, condition, phase, running_operator
 from tests.operator.local_kubelet import JOBS, LocalKubelet
 from tests.publish.fileserver import file_server
-from tests.publish.helpers import push, skopeo
+from tests.publish.helpers import file_layer, push, push_crafted, skopeo
 from tests.publish.servers import Registry
 
 SAMPLE = TESTDATA / "sample-model"
@@ -40,7 +40,10 @@ async def trust_the_sample_key(cluster: Cluster) -> None:
 
 def settings_for(registry: Registry) -> Any:
     access = RegistryAccess(plain_http=frozenset({registry.host}))
-    return replace(ENFORCE, publisher_image="modelseal:test", registry_access=access)
+    # the test servers speak plain HTTP on 127.0.0.1: the lab case the flag exists for
+    return replace(
+        ENFORCE, publisher_image="modelseal:test", registry_access=access, allow_plain_http_sources=True
+    )
 
 
 async def new_model(cluster: Cluster, name: str, spec: dict[str, Any]) -> None:
@@ -147,7 +150,7 @@ async def test_an_oci_source_must_record_the_attested_digest(
         mismatch is not None and mismatch["status"] == "False" and mismatch["reason"] == "SourceImageMismatch"
     )
     assert (
-        f"is recorded as {hashlib.sha256((SAMPLE / 'config.json').read_bytes()).hexdigest()}, not {SAMPLE_SHA256}"
+        f"has SHA-256 {hashlib.sha256((SAMPLE / 'config.json').read_bytes()).hexdigest()}, not {SAMPLE_SHA256}"
         in (mismatch["message"])
     )
     assert condition(refused, "Degraded")["reason"] == "SourceImageMismatch"  # type: ignore[index]
@@ -158,3 +161,69 @@ async def test_an_oci_source_must_record_the_attested_digest(
         and warning["reason"] == "SourceNotPinned"
         and "a tag can move" in warning["message"]
     )
+
+
+async def test_an_oci_source_serving_unattested_bytes_is_refused_whatever_its_annotations_say(
+    k8s: Any, cluster: Cluster, registry: Registry
+) -> None:
+    """Finding 1: a manifest re-pushed with the attested ``dev.modelseal.file.sha256`` over evil bytes,
+    and two layers titled alike (the honest one first, the one unpacked last evil)."""
+    await trust_the_sample_key(cluster)
+    evil = b"weights nobody attested"
+    relabelled = push_crafted(registry.host, "models/relabelled:v1",
+                              [file_layer("model.safetensors", evil, sha256=SAMPLE_SHA256)])  # fmt: skip
+    doubled = push_crafted(registry.host, "models/doubled:v1", [file_layer("model.safetensors", WEIGHTS),
+                           file_layer("model.safetensors", evil, sha256=SAMPLE_SHA256)])  # fmt: skip
+    async with running_operator(k8s, settings_for(registry)):
+        await new_model(cluster, "relabelled", {"source": relabelled})
+        await new_model(cluster, "doubled", {"source": doubled})
+        refused = await cluster.wait("relabelled", phase("Failed"))
+        twice = await cluster.wait("doubled", phase("Failed"))
+        verifying = await cluster.event("VerifyingSourceImage", "relabelled")
+        assert (await cluster.event("ModelPending", "relabelled"))["message"] == "phase unset -> Pending"
+    assert verifying["type"] == "Normal" and verifying["message"] == "verifying source image"
+    mismatch = condition(refused, "SourceImageVerified")
+    assert mismatch is not None and mismatch["reason"] == "SourceImageMismatch"
+    assert f"has SHA-256 {hashlib.sha256(evil).hexdigest()}, not {SAMPLE_SHA256}" in mismatch["message"]
+    assert condition(refused, "Degraded")["reason"] == "SourceImageMismatch"  # type: ignore[index]
+    assert condition(twice, "SourceImageVerified")["reason"] == "SourceImageMismatch"  # type: ignore[index]
+    assert "'model.safetensors' is given twice" in condition(twice, "SourceImageVerified")["message"]  # type: ignore[index]
+
+
+async def test_a_manifest_that_crashed_the_parser_fails_the_model_instead_of_freezing_ready(
+    k8s: Any, cluster: Cluster, registry: Registry
+) -> None:
+    """Finding 2: ``"²".isdigit()`` is True and ``int("²")`` raised, so the old Ready stayed."""
+    await trust_the_sample_key(cluster)
+    genuine = push(
+        registry.host, "models/sample:v1", [StagedFile("model.safetensors", SAMPLE / "model.safetensors")]
+    )
+    blob, notes = file_layer("model.safetensors", WEIGHTS)
+    superscript = push_crafted(
+        registry.host, "models/sup:v1", [(blob, {**notes, "dev.modelseal.file.size": "²"})]
+    )
+    async with running_operator(k8s, settings_for(registry)):
+        await new_model(cluster, "m", {"source": genuine.image})
+        await cluster.wait("m", phase("Ready"))
+        await cluster.patch(f"{cluster.models}/m", {"spec": {"source": superscript}})
+        failed = await cluster.wait("m", phase("Failed"))
+    unreadable = condition(failed, "SourceImageVerified")
+    assert unreadable is not None and unreadable["reason"] == "SourceImageUnreadable"
+    assert "dev.modelseal.file.size is not a decimal number" in unreadable["message"]
+
+
+async def test_warn_mode_reports_unattested_bytes_without_holding_the_model(
+    k8s: Any, cluster: Cluster, registry: Registry
+) -> None:
+    from modelseal.attest.verdict import Mode
+
+    await trust_the_sample_key(cluster)
+    relabelled = push_crafted(registry.host, "models/relabelled:v1",
+                              [file_layer("model.safetensors", b"evil", sha256=SAMPLE_SHA256)])  # fmt: skip
+    async with running_operator(k8s, replace(settings_for(registry), mode=Mode.WARN)):
+        await new_model(cluster, "warned", {"source": relabelled})
+        warned = await cluster.wait(
+            "warned",
+            lambda m: (condition(m, "SourceImageVerified") or {}).get("reason") == "SourceImageMismatch",
+        )
+    assert warned["status"]["phase"] == "Ready"

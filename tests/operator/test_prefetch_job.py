@@ -57,8 +57,16 @@ def test_job_shape() -> None:
 
 def test_secrets_go_only_where_they_belong() -> None:
     c = containers(build_job(MODEL, IMAGE))
-    assert c["downloader"]["envFrom"] == [{"secretRef": {"name": "hf-token"}}]
-    assert "envFrom" not in c["publisher"]
+    # only the key the downloader reads, by reference: never the whole Secret (envFrom)
+    assert c["downloader"]["env"] == [
+        {
+            "name": "HF_TOKEN",
+            "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "HF_TOKEN", "optional": True}},
+        }
+    ]
+    assert (
+        "envFrom" not in c["downloader"] and "envFrom" not in c["publisher"] and "env" not in c["publisher"]
+    )
     assert all(m["name"] != "docker-config" for m in c["downloader"]["volumeMounts"])
     assert {"name": "docker-config", "mountPath": "/docker-config", "readOnly": True} in c["publisher"][
         "volumeMounts"
@@ -74,14 +82,14 @@ def test_secrets_go_only_where_they_belong() -> None:
 def test_commands_are_the_cli_the_end_to_end_test_runs() -> None:
     c = containers(build_job(MODEL, IMAGE))
     assert c["downloader"]["args"] == [
-        "stage", "--to", "/staging", "--source", "hf://Qwen/Qwen3-8B-GGUF", "Qwen3-8B-Q4_K_M.gguf",
-        "tokenizer/tokenizer.json", "--file-sha256", f"Qwen3-8B-Q4_K_M.gguf={'a' * 64}",
-        "--download-concurrency", "2", "--download-max-in-flight", "90Gi",
+        "stage", "--to=/staging", "--source=hf://Qwen/Qwen3-8B-GGUF", f"--file-sha256=Qwen3-8B-Q4_K_M.gguf={'a' * 64}",
+        "--download-concurrency=2", "--download-max-in-flight=90Gi", "--", "Qwen3-8B-Q4_K_M.gguf",
+        "tokenizer/tokenizer.json",
     ]  # fmt: skip
     assert c["publisher"]["args"] == [
-        "publish", "--image", "registry.example.com/models/qwen3:8b-q4", "--from", "/staging",
-        "--primary", "Qwen3-8B-Q4_K_M.gguf", "--result-file", "/dev/termination-log",
-        "--docker-config", "/docker-config", "--source", "hf://Qwen/Qwen3-8B-GGUF",
+        "publish", "--image=registry.example.com/models/qwen3:8b-q4", "--from=/staging",
+        "--primary=Qwen3-8B-Q4_K_M.gguf", "--result-file=/dev/termination-log",
+        "--docker-config=/docker-config", "--source=hf://Qwen/Qwen3-8B-GGUF",
     ]  # fmt: skip
     for container in c.values():
         assert container["image"] == IMAGE
@@ -172,3 +180,85 @@ def test_the_pod_is_schedulable_under_quotas_and_has_no_api_token() -> None:
             == c["resources"]["limits"]["ephemeral-storage"]
             == "40Gi"
         )
+
+
+@pytest.mark.parametrize(
+    ("source", "files", "message"),
+    [
+        ("file:///proc/self/environ", None, "'/proc/self/environ' is not a remote source"),
+        ("/proc/self/environ", None, "'/proc/self/environ' is not a remote source"),
+        ("file:///var/run/secrets", ["token"], "is not a remote source"),
+        ("http://models.example.com/m.gguf", None, "is plain http://"),
+        ("hf://Qwen/Qwen3-8B-GGUF", ["http://evil.example.com/m.gguf"], "is plain http://"),
+        (
+            "https://user:pw@models.example.com/m.gguf?X-Amz-Signature=s3cr3t",
+            ["http://x.example.com/a"],
+            "x.example.com",
+        ),
+    ],
+)
+def test_jobs_download_remote_sources_only(source: str, files: list[str] | None, message: str) -> None:
+    spec = mutated(source=source, files=files, fileSha256=None)
+    with pytest.raises(InputError, match=message) as refused:
+        plan_prefetch(spec)
+    assert "s3cr3t" not in str(refused.value) and "pw@" not in str(refused.value)
+
+
+def test_plain_http_sources_only_with_the_operators_flag() -> None:
+    spec = mutated(source="http://models.example.com/m.gguf", files=None, fileSha256=None)
+    plans, _ = plan_prefetch(spec, allow_plain_http=True)
+    assert plans[0].origin == "http://models.example.com/m.gguf"
+    job = build_job({**MODEL, "spec": spec}, IMAGE, allow_plain_http_sources=True)
+    assert "env" not in containers(job)["downloader"]  # HF_TOKEN only ever goes to huggingface.co
+
+
+def test_a_file_entry_cannot_pose_as_an_option() -> None:
+    """An entry such as --source=/proc/self/environ would re-point the downloader at its own secrets."""
+    from modelseal.cli import build_parser
+
+    spec = mutated(
+        files=["--source=/proc/self/environ", "--to=tmp", f"--file-sha256=Qwen3-8B-Q4_K_M.gguf={'b' * 64}"],
+        fileSha256=None,
+    )
+    args = build_parser().parse_args(
+        containers(build_job({**MODEL, "spec": spec}, IMAGE))["downloader"]["args"]
+    )
+    assert args.source == "hf://Qwen/Qwen3-8B-GGUF" and args.to == "/staging"
+    assert args.files == [
+        "--source=/proc/self/environ",
+        "--to=tmp",
+        f"--file-sha256=Qwen3-8B-Q4_K_M.gguf={'b' * 64}",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"sourceSecretRef": {"name": "../../kube-system/secrets/x"}}, "spec.sourceSecretRef.name"),
+        ({"sourceSecretRef": "hf-token"}, "spec.sourceSecretRef must be an object"),
+        ({"prefetchOCI__pushSecretRef": {"name": "Push"}}, "spec.prefetchOCI.pushSecretRef.name 'Push'"),
+        ({"downloadConcurrency": "2; rm -rf"}, "spec.downloadConcurrency must be an integer"),
+        ({"downloadConcurrency": 99}, "spec.downloadConcurrency must be an integer from 1 to 16"),
+        ({"downloadMaxInFlightSize": 5}, "spec.downloadMaxInFlightSize must be a quantity"),
+        ({"prefetchNodeSelector": ["x"]}, "spec.prefetchNodeSelector must be an object"),
+        ({"prefetchTolerations": {"key": "gpu"}}, "spec.prefetchTolerations must be a list"),
+        ({"source": 7}, "spec.source must be a string"),
+    ],
+)
+def test_fields_of_the_wrong_shape_are_refused_before_the_job_is_built(
+    change: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(InputError, match=message.replace("(", r"\(")):
+        plan_prefetch(mutated(**change))
+
+
+def test_a_model_name_that_is_not_one_is_refused() -> None:
+    for meta in ({"name": "../x", "namespace": "models"}, {"name": "qwen3", "namespace": "kube-system/../x"}):
+        with pytest.raises(InputError, match="is not a valid"):
+            build_job({**MODEL, "metadata": meta}, IMAGE)
+
+
+def test_a_long_model_name_makes_valid_label_values() -> None:
+    long = "m" * 62 + ".x"  # cut at 63 characters, it would end in "."
+    job = build_job({**MODEL, "metadata": {**MODEL["metadata"], "name": long}}, IMAGE)
+    assert job["metadata"]["labels"]["inference.llmkube.dev/model"] == "m" * 62

@@ -113,7 +113,7 @@ async def pod(cluster: Cluster, job: dict[str, Any], containers: dict[str, tuple
                      "labels": {"job-name": meta["name"], "batch.kubernetes.io/job-name": meta["name"]},
                      "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": meta["name"],
                                           "uid": meta["uid"], "controller": True}]},
-        "spec": {"containers": [{"name": "publisher", "image": "x"}]},
+        "spec": job["spec"]["template"]["spec"],  # as the Job controller makes its pods
         "status": {"phase": "Succeeded" if all(c == 0 for c, _ in containers.values()) else "Failed",
                    "initContainerStatuses": init, "containerStatuses": main},
     })  # fmt: skip
@@ -167,6 +167,7 @@ async def test_a_model_goes_from_pending_to_ready_with_a_pinned_image(k8s: Any, 
         "files": ["model.safetensors"],
         "fingerprint": prefetch_fingerprint(spec()),
         "jobName": name,
+        "jobUid": job["metadata"]["uid"],
         "message": "published 1 file(s)",
         "observedGeneration": 1,
     }
@@ -393,4 +394,24 @@ async def test_secret_values_never_reach_status_events_jobs_or_logs(
     for secret in ("cHVzaC1zM2NyM3Q", "push-s3cr3t", "hf_s3cr3t", push_value, "aGZfczNjcjN0"):
         assert secret not in seen
     downloader = job["spec"]["template"]["spec"]["initContainers"][0]
-    assert downloader["envFrom"] == [{"secretRef": {"name": "hf"}}]  # by reference, never by value
+    assert "envFrom" not in downloader and "env" not in downloader  # not a Hugging Face source: no token
+
+
+async def test_a_local_source_with_a_secret_starts_no_job_even_in_warn_mode(
+    k8s: Any, cluster: Cluster
+) -> None:
+    """file:///proc/self/environ with a database Secret and an image the author controls: no Job, a reason."""
+    await setup(cluster, envelope="withheld")
+    await cluster.create(SECRETS, {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                                   "metadata": {"name": "database", "namespace": "default"},
+                                   "data": {"PASSWORD": base64.b64encode(b"db-s3cr3t").decode()}})  # fmt: skip
+    async with running_operator(k8s, replace(SETTINGS, mode=Mode.WARN)):
+        await new_model(
+            cluster, "exfil", spec(source="file:///proc/self/environ", sourceSecretRef={"name": "database"})
+        )
+        model = await cluster.wait("exfil", phase("Failed"))
+    assert publication(model)["message"] == (
+        "prefetchOCI refused: '/proc/self/environ' is not a remote source: prefetchOCI Jobs download https://"
+        " and hf:// sources only"
+    )
+    assert await jobs(cluster) == []

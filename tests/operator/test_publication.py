@@ -28,7 +28,7 @@ def pod(containers: dict[str, tuple[int, str]], *, owner: str = "job-uid", creat
     if labels_only:
         meta["labels"] = {"job-name": JOB.name}
     else:
-        meta["ownerReferences"] = [{"kind": "Job", "name": JOB.name, "uid": owner}]
+        meta["ownerReferences"] = [{"kind": "Job", "name": JOB.name, "uid": owner, "controller": True}]
     return {
         "metadata": meta,
         "status": {"initContainerStatuses": statuses[:1], "containerStatuses": statuses[1:]},
@@ -67,9 +67,10 @@ def test_the_publisher_result_comes_from_the_jobs_own_succeeded_pod() -> None:
         {"downloader": (0, ""), "publisher": (0, "forged")}, owner="other-job", created="2026-11-29T11:00Z"
     )
     assert publisher_result([mine, stranger], JOB) == result()
+    # a label is no proof: anyone who may create pods can label one after the Job
     assert (
         publisher_result([pod({"downloader": (0, ""), "publisher": (0, "by label")}, labels_only=True)], JOB)
-        == "by label"
+        is None
     )
     assert publisher_result([pod({"downloader": (1, "boom")})], JOB) is None
 

@@ -41,6 +41,14 @@ def test_trusted_keys_must_be_namespace_name(keys: str) -> None:
         OperatorSettings.from_flags(mode="enforce", trusted_keys=keys)
 
 
+@pytest.mark.parametrize(
+    "keys", ["../kube-system/x", "ns/../../x", "NS/keys", "ns/Keys", "ns/k%2Fx", "a.b/keys"]
+)
+def test_trusted_keys_must_be_kubernetes_names(keys: str) -> None:
+    with pytest.raises(UsageError, match=r"is not a valid|must be namespace/name"):
+        OperatorSettings.from_flags(mode="enforce", trusted_keys=keys)
+
+
 def test_flags() -> None:
     s = OperatorSettings.from_flags(mode="warn", trusted_keys="llmkube-system/socair-trusted-keys",
                                     allow_conditions=True, max_age="2160h", recheck_interval="1h")  # fmt: skip

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+from modelseal.publish import layout
 from modelseal.publish.auth import Credentials
 from modelseal.publish.publisher import PublishResult, StagedFile, publish
 from modelseal.publish.reference import parse_reference
@@ -44,3 +48,40 @@ def push(
 def skopeo(*args: str) -> str:
     out = subprocess.run(["skopeo", *args], capture_output=True, text=True, check=True, timeout=120)
     return out.stdout
+
+
+def push_crafted(
+    host: str,
+    repo_tag: str,
+    layers: list[tuple[bytes, dict[str, str]]],
+    annotations: dict[str, str] | None = None,
+    *,
+    edit: Callable[[dict[str, Any]], None] | None = None,
+) -> str:
+    """Push an image as an attacker with push rights would: any layer blobs, any annotations.
+
+    ``edit`` changes the manifest before it is pushed. Returns the ``oci://`` reference by digest.
+    """
+    ref = parse_reference(f"{host}/{repo_tag}", require="tag")
+    with RegistryClient(ref, plain_http=True, backoff=0.01) as client:
+        descriptors = [
+            layout.Descriptor(layout.MEDIA_LAYER, client.upload_bytes(blob), len(blob), notes)
+            for blob, notes in layers
+        ]
+        config_body = layout.build_config([d.digest for d in descriptors], layout.Platform())
+        config = layout.Descriptor(layout.MEDIA_CONFIG, client.upload_bytes(config_body), len(config_body))
+        manifest = json.loads(layout.build_manifest(config, descriptors, annotations or {}))
+        if edit is not None:
+            edit(manifest)
+        digest = client.put_manifest(
+            ref.tag or "latest", json.dumps(manifest).encode(), layout.MEDIA_MANIFEST
+        )
+    return ref.pinned(digest).oci
+
+
+def file_layer(path: str, data: bytes, *, sha256: str | None = None) -> tuple[bytes, dict[str, str]]:
+    """A layer as modelseal publishes it; ``sha256`` overrides the annotation (a lie, when given)."""
+    blob = layout.tar_header(path, len(data)) + data + layout.tar_trailer(len(data))
+    notes = {layout.ANN_TITLE: path, layout.ANN_FILE_SHA256: sha256 or hashlib.sha256(data).hexdigest(),
+             layout.ANN_FILE_SIZE: str(len(data))}  # fmt: skip
+    return blob, notes

@@ -4,10 +4,8 @@ A directory's digest is socair's ``socair.modeldir/v1`` manifest digest::
 
     sha256("socair.modeldir/v1\\n" + "<sha256> <size> <path>\\n" for each file by path bytes)
 
-with socair's walk rules: ``.git``, ``.cache``, ``.huggingface``,
-``__pycache__`` and ``.ipynb_checkpoints`` are skipped; symlinks to regular
-files are followed, symlinked directories and special files are left out;
-paths must be UTF-8 without CR or LF; 1 to 10,000 files. Files are read in
+over the files socair's walk rules cover (see :mod:`modelseal.attest.walk`,
+which also says what they leave out). Files are read in
 1 MiB blocks into one buffer, so memory does not grow with model size, and
 hashed on several threads (hashlib releases the GIL while it hashes).
 """
@@ -16,14 +14,15 @@ from __future__ import annotations
 
 import hashlib
 import os
-import stat
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from modelseal.attest.walk import Skipped, list_model_files, walk_model_dir
 from modelseal.errors import InputError
+from modelseal.files import open_regular
 
 __all__ = [
     "DirectoryDigest",
@@ -37,8 +36,6 @@ __all__ = [
 ]
 
 MODELDIR_HEADER = b"socair.modeldir/v1\n"
-SKIPPED_DIRS = frozenset({".git", ".cache", ".huggingface", "__pycache__", ".ipynb_checkpoints"})
-MAX_FILES = 10_000
 BLOCK = 1024 * 1024
 
 #: Called with the number of bytes just hashed; may be called from several threads.
@@ -56,10 +53,13 @@ class FileDigest:
 
 @dataclass(frozen=True)
 class DirectoryDigest:
-    """A directory's manifest digest and the files it covers, in manifest order."""
+    """A directory's manifest digest, the files it covers in manifest order, and what it left out."""
 
     sha256: str
     files: tuple[FileDigest, ...]
+    skipped: tuple[Skipped, ...] = ()
+    #: One line naming what was left out (for stderr), or None.
+    skip_summary: str | None = None
 
     @property
     def size(self) -> int:
@@ -76,14 +76,14 @@ def sha256_file(path: str | os.PathLike[str], *, progress: Progress | None = Non
     h = hashlib.sha256()
     buf = bytearray(BLOCK)
     view = memoryview(buf)
-    try:
-        with open(path, "rb", buffering=0) as f:
+    with open_regular(path) as f:
+        try:
             while n := f.readinto(buf):
                 h.update(view[:n])
                 if progress is not None:
                     progress(n)
-    except OSError as e:
-        raise InputError(f"read {os.fspath(path)}: {e.strerror or e}") from None
+        except OSError as e:
+            raise InputError(f"read {os.fspath(path)}: {e.strerror or e}") from None
     return h.hexdigest()
 
 
@@ -95,46 +95,6 @@ def manifest_digest(files: list[FileDigest] | tuple[FileDigest, ...]) -> str:
     return h.hexdigest()
 
 
-def list_model_files(root: str | os.PathLike[str]) -> list[tuple[str, Path, int]]:
-    """The files a directory digest covers: (relative path, full path, size), by path bytes.
-
-    Raises:
-        InputError: not a directory, an unusable path, no files, or too many.
-    """
-    base = Path(root)
-    if not base.is_dir():
-        raise InputError(f"{base} is not a directory")
-    found: list[tuple[str, Path, int]] = []
-
-    def fail(e: OSError) -> None:
-        raise InputError(f"read {e.filename}: {e.strerror or e}")
-
-    for dirpath, dirnames, filenames in os.walk(base, onerror=fail):
-        dirnames[:] = sorted(d for d in dirnames if d not in SKIPPED_DIRS)
-        for name in filenames:
-            full = Path(dirpath, name)
-            try:
-                st = full.stat()
-            except OSError:
-                continue  # a dangling symlink names no file
-            if not stat.S_ISREG(st.st_mode):
-                continue
-            rel = full.relative_to(base).as_posix()
-            try:
-                rel.encode("utf-8")
-            except UnicodeEncodeError:
-                raise InputError(f"path {rel!r} in {base} is not valid UTF-8") from None
-            if "\n" in rel or "\r" in rel:
-                raise InputError(f"path {rel!r} in {base} contains a line break")
-            found.append((rel, full, st.st_size))
-            if len(found) > MAX_FILES:
-                raise InputError(f"{base} has more than {MAX_FILES} files")
-    if not found:
-        raise InputError(f"{base} has no files to digest")
-    found.sort(key=lambda item: item[0].encode("utf-8"))
-    return found
-
-
 def modeldir_digest(
     root: str | os.PathLike[str], *, workers: int | None = None, progress: Progress | None = None
 ) -> DirectoryDigest:
@@ -143,7 +103,8 @@ def modeldir_digest(
     Raises:
         InputError: see :func:`list_model_files`, or a file cannot be read.
     """
-    listed = list_model_files(root)
+    walked = walk_model_dir(root)
+    listed = [(f.path, f.source, f.size) for f in walked.files]
     count = workers or min(len(listed), os.cpu_count() or 1, 8)
     lock = threading.Lock()
 
@@ -159,7 +120,7 @@ def modeldir_digest(
         futures = {i: pool.submit(sha256_file, listed[i][1], progress=tick) for i in order}
         digests = [futures[i].result() for i in range(len(listed))]
     files = tuple(FileDigest(rel, d, size) for (rel, _, size), d in zip(listed, digests, strict=True))
-    return DirectoryDigest(manifest_digest(files), files)
+    return DirectoryDigest(manifest_digest(files), files, walked.skipped, walked.skip_summary())
 
 
 def digest_path(

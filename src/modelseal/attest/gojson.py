@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from decimal import Decimal
 from typing import Any
 
@@ -37,6 +38,34 @@ def _no_constant(name: str) -> Any:
     raise JSONFormatError(f"{name} is not valid JSON")
 
 
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e400: Go refuses it too (out of float64's range)
+        raise JSONFormatError(f"number {text[:40]} is out of range")
+    return value
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _lone_surrogate(value: Any) -> bool:
+    """True when a string (key or value) holds a UTF-16 surrogate that pairs with nothing."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            stack.extend(node.keys())
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+        elif isinstance(node, str):
+            try:
+                node.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+    return False
+
+
 def _deeper_than(value: Any, limit: int) -> bool:
     """True when containers nest more than ``limit`` levels (iterative: no recursion)."""
     stack: list[tuple[Any, int]] = [(value, 1)]
@@ -56,7 +85,7 @@ def loads(data: bytes | str) -> Any:
 
     Raises:
         JSONFormatError: not UTF-8, not JSON, a duplicate key, a non-finite
-            number, or nested deeper than 64 levels.
+            or out-of-range number, a lone surrogate, or nested deeper than 64 levels.
     """
     if isinstance(data, bytes):
         try:
@@ -68,7 +97,9 @@ def loads(data: bytes | str) -> Any:
     if text.startswith("\ufeff"):
         raise JSONFormatError("starts with a byte-order mark")
     try:
-        value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+        value = json.loads(
+            text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant, parse_float=_finite
+        )
     except JSONFormatError:
         raise
     except json.JSONDecodeError as e:
@@ -79,6 +110,9 @@ def loads(data: bytes | str) -> Any:
         raise JSONFormatError(str(e) or type(e).__name__) from None
     if text.count("[") + text.count("{") > MAX_DEPTH and _deeper_than(value, MAX_DEPTH):
         raise JSONFormatError(f"nested deeper than {MAX_DEPTH} levels")
+    # Go reads "\ud800" as U+FFFD and writes valid UTF-8 only: refused, as invalid UTF-8 is
+    if _SURROGATE_ESCAPE.search(text) and _lone_surrogate(value):
+        raise JSONFormatError("a string holds a lone UTF-16 surrogate")
     return value
 
 

@@ -20,6 +20,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
 
 from modelseal.errors import KeyFileError
+from modelseal.files import open_regular
 
 __all__ = [
     "ISSUER_PREFIX",
@@ -28,6 +29,7 @@ __all__ = [
     "VerifyingKey",
     "issuer_of",
     "keyid_of",
+    "load_key_files",
     "load_public_key",
 ]
 
@@ -207,17 +209,7 @@ class Keyring(Mapping[str, PublicKey]):
         Raises:
             KeyFileError: a file cannot be read or parsed, or no key was found.
         """
-        p = Path(path)
-        if p.is_dir():
-            files = sorted(f for f in p.glob("*.pub") if f.is_file())
-        elif p.exists():
-            files = [p]
-        else:
-            raise KeyFileError(f"trusted keys {p}: no such file or directory")
-        keys = [load_public_key(_read_key_file(f), source=str(f)) for f in files]
-        if not keys:
-            raise KeyFileError(f"no trusted keys in {p}")
-        return cls(keys)
+        return cls(_one_name_each(load_key_files(path), str(path)))
 
     @classmethod
     def from_mapping(cls, entries: Mapping[str, str | bytes], *, source: str) -> Keyring:
@@ -237,12 +229,45 @@ class Keyring(Mapping[str, PublicKey]):
         ]
         if not keys:
             raise KeyFileError(f"{source}: no trusted keys", reason="no_trusted_keys")
-        return cls(keys)
+        return cls(_one_name_each(keys, source))
+
+
+def _one_name_each(keys: list[PublicKey], source: str) -> list[PublicKey]:
+    """The keys, refusing one given twice under two issuer names (which would win is arbitrary)."""
+    names: dict[str, str | None] = {}
+    for key in keys:
+        if key.keyid in names and names[key.keyid] != key.name:
+            shown = " and ".join(
+                repr(n) if n is not None else "no name" for n in (names[key.keyid], key.name)
+            )
+            raise KeyFileError(f"{source}: key {key.keyid} is given twice, named {shown}")
+        names.setdefault(key.keyid, key.name)
+    return keys
+
+
+def load_key_files(path: str | os.PathLike[str]) -> list[PublicKey]:
+    """Every key a path gives, in order, repeats included: a file is one key, a
+    directory every ``*.pub`` in it, sorted by name.
+
+    Raises:
+        KeyFileError: a file cannot be read or parsed, or no key was found.
+    """
+    p = Path(path)
+    if p.is_dir():
+        files = sorted(f for f in p.glob("*.pub") if f.is_file())
+    elif p.exists():
+        files = [p]
+    else:
+        raise KeyFileError(f"trusted keys {p}: no such file or directory")
+    keys = [load_public_key(_read_key_file(f), source=str(f)) for f in files]
+    if not keys:
+        raise KeyFileError(f"no trusted keys in {p}")
+    return keys
 
 
 def _read_key_file(path: Path) -> bytes:
-    try:
-        with path.open("rb") as f:
+    with open_regular(path, error=KeyFileError) as f:
+        try:
             return f.read(MAX_KEY_BYTES + 1)
-    except OSError as e:
-        raise KeyFileError(f"read {path}: {e.strerror or e}") from None
+        except OSError as e:
+            raise KeyFileError(f"read {path}: {e.strerror or e}") from None

@@ -17,10 +17,11 @@ from typing import Any
 import yaml
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from modelseal.attest.keys import Keyring, PublicKey, load_public_key
+from modelseal.attest.keys import Keyring, PublicKey, load_key_files, load_public_key
 from modelseal.attest.socair import PREDICATE_TYPE
 from modelseal.durations import parse_max_age
 from modelseal.errors import KeyFileError, PolicyFileError
+from modelseal.files import open_regular
 
 __all__ = ["KeyWindow", "TrustPolicy", "load_policy", "parse_policy"]
 
@@ -172,10 +173,9 @@ _UniqueKeyLoader.yaml_implicit_resolvers = {
 
 def _entry_keys(entry: _KeyEntry, base: Path, where: str) -> list[PublicKey]:
     if entry.dir is not None:
-        return list(Keyring.from_path(base / entry.dir).values())
+        return load_key_files(base / entry.dir)
     if entry.file is not None:
-        ring = Keyring.from_path(base / entry.file)
-        key = next(iter(ring.values()))
+        key = load_key_files(base / entry.file)[0]
     else:
         key = load_public_key(entry.pem or "", source=f"{where}.pem")
     if entry.keyid is not None and entry.keyid != key.keyid:
@@ -218,6 +218,7 @@ def parse_policy(text: str | bytes, *, base: Path, source: str = "policy") -> Tr
             raise PolicyFileError(f"{source}: maxAge: {e}") from None
     keys: list[PublicKey] = []
     windows: dict[str, KeyWindow] = {}
+    listed: dict[str, int] = {}  # keyid -> the entry that gave it
     for i, entry in enumerate(doc.keys):
         where = f"{source}: keys.{i}"
         try:
@@ -225,6 +226,12 @@ def parse_policy(text: str | bytes, *, base: Path, source: str = "policy") -> Tr
         except KeyFileError as e:
             raise KeyFileError(f"{where}: {e}") from None
         for key in loaded:
+            # one entry per key: a second one would lose its name, pin or window to the first
+            if key.keyid in listed:
+                first = listed[key.keyid]
+                also = "twice in it" if first == i else f"also in keys.{first}"
+                raise PolicyFileError(f"{where}: key {key.keyid} is listed {also}; list each key once")
+            listed[key.keyid] = i
             keys.append(key)
             if entry.notBefore or entry.notAfter:
                 windows[key.keyid] = KeyWindow(entry.notBefore, entry.notAfter)
@@ -252,9 +259,9 @@ def load_policy(path: str | Path) -> TrustPolicy:
         PolicyFileError: unreadable or invalid; KeyFileError: a named key is bad.
     """
     p = Path(path)
-    try:
-        with p.open("rb") as f:
+    with open_regular(p, what="policy", error=PolicyFileError) as f:
+        try:
             data = f.read(MAX_POLICY_BYTES + 1)
-    except OSError as e:
-        raise PolicyFileError(f"read policy {p}: {e.strerror or e}") from None
+        except OSError as e:
+            raise PolicyFileError(f"read policy {p}: {e.strerror or e}") from None
     return parse_policy(data, base=p.parent, source=str(p))

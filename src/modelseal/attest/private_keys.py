@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa
 
 from modelseal.attest.keys import ISSUER_PREFIX, PublicKey, issuer_of, load_public_key
 from modelseal.errors import KeyFileError, UsageError
-from modelseal.files import write_atomic
+from modelseal.files import open_regular, write_atomic
 
 __all__ = [
     "ALGORITHMS",
@@ -150,12 +150,12 @@ def load_signing_key(path: str | os.PathLike[str], *, ed25519_only: bool = False
             or (``ed25519_only``) not Ed25519. The message never holds key bytes.
     """
     p = Path(path)
-    try:
-        st = p.stat()
-        with p.open("rb") as f:
+    with open_regular(p, what="private key", error=KeyFileError) as f:
+        try:
+            st = os.fstat(f.fileno())
             data = f.read(MAX_KEY_FILE + 1)
-    except OSError as e:
-        raise KeyFileError(f"read private key {p}: {e.strerror or e}") from None
+        except OSError as e:
+            raise KeyFileError(f"read private key {p}: {e.strerror or e}") from None
     if st.st_mode & 0o077:
         raise KeyFileError(
             f"private key {p} is readable by other users (mode -{stat.filemode(st.st_mode)[1:]});"

@@ -38,8 +38,15 @@ WITH_CONDITIONS = "authorized_with_conditions"
 STATES = (AUTHORIZED, WITH_CONDITIONS, "withheld", "escalated")
 STATUSES = ("PASS", "FAIL", "LEAD", "NOT_TESTED")
 
+#: How far a report's ``header.issued_utc`` may lie ahead of the verifier's clock
+#: (clocks drift). A report issued later than that is refused, with or without a
+#: max age: socair checks no time without one, but a date from the future is
+#: wrong either way, and it would pass any age limit.
+MAX_CLOCK_SKEW = timedelta(minutes=5)
+
+_SECOND = timedelta(seconds=1)
 _HEX64 = re.compile(r"[0-9a-f]{64}")
-_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})")
+_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})", re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -218,7 +225,10 @@ def check_document_hash(att: SocairAttestation) -> None:
     Raises:
         VerificationError: the hashes differ.
     """
-    actual = document_hash(att.predicate)
+    try:
+        actual = document_hash(att.predicate)
+    except gojson.JSONFormatError as e:  # a value Go could not have written
+        raise _verify_error(Reason.REPORT_INVALID, f"predicate is not a Socair report: {e}") from None
     if actual != att.document_hash:
         raise _verify_error(
             Reason.DOCUMENT_HASH_MISMATCH,
@@ -245,7 +255,9 @@ def admit(
     max_age: timedelta | None,
     now: datetime,
 ) -> None:
-    """socair-verify's ``Policy.Admit`` over a verified attestation.
+    """socair-verify's ``Policy.Admit`` over a verified attestation, and one
+    check of ours: an issue time more than :data:`MAX_CLOCK_SKEW` ahead of
+    ``now`` is refused (reason ``issued_in_future``), with or without a max age.
 
     Raises:
         PolicyError: prefixed ``attestation not admitted by policy:``.
@@ -267,8 +279,15 @@ def admit(
             Reason.STATE_NOT_AUTHORIZED,
             f"attestation state {go_quote(att.state)} does not authorize promotion",
         )
+    issued = parse_rfc3339(att.issued_utc)
+    if issued is not None and issued - now > MAX_CLOCK_SKEW:
+        raise _policy_error(
+            Reason.ISSUED_IN_FUTURE,
+            f"attestation is issued in the future ({att.issued_utc},"
+            f" {format_go_duration((issued - now) // _SECOND * _SECOND)} from now, over the"
+            f" {format_go_duration(MAX_CLOCK_SKEW)} clock skew allowed); check the signer's clock",
+        )
     if max_age is not None and max_age > timedelta(0):
-        issued = parse_rfc3339(att.issued_utc)
         if issued is None:
             raise _policy_error(
                 Reason.ISSUED_TIME_INVALID,

@@ -67,6 +67,7 @@ class Reason(StrEnum):
     CONDITIONS_NOT_ALLOWED = "conditions_not_allowed"
     TOO_OLD = "too_old"
     ISSUED_TIME_INVALID = "issued_time_invalid"
+    ISSUED_IN_FUTURE = "issued_in_future"
     # Reading the inputs.
     INPUT_UNREADABLE = "input_unreadable"
 

@@ -21,6 +21,7 @@ from modelseal.attest.policy import TrustPolicy
 from modelseal.attest.statement import Statement, parse_statement
 from modelseal.attest.verdict import Reason, Signer, Verdict
 from modelseal.errors import Error, PolicyError, VerificationError
+from modelseal.text import printable
 
 __all__ = ["ExpectedDigest", "evaluate", "verify_signatures"]
 
@@ -130,7 +131,9 @@ def _socair(
 ) -> socair.SocairAttestation:
     """socair-verify's checks, the issuer check, then Admit. Fills ``facts`` and
     ``details`` as soon as they are known, so a refusal still reports them."""
-    named = str(((statement.predicate or {}).get("verification") or {}).get("signer_key_id", ""))
+    # which signer the report names; a section of the wrong type is refused by read_attestation
+    verification = (statement.predicate or {}).get("verification")
+    named = verification.get("signer_key_id") if isinstance(verification, dict) else None
     key = next((k for k in signed if k.keyid == named), signed[0])
     att = socair.read_attestation(statement, key.keyid)
     facts.update(state=att.state, document_id=att.document_id)
@@ -182,9 +185,12 @@ def _artifact_mismatch(expected: ExpectedDigest, att: socair.SocairAttestation) 
 
 
 def _directory_diff(predicate: dict[str, Any], actual: dict[str, str]) -> list[str]:
-    listed = (predicate.get("artifact") or {}).get("files") or []
+    artifact = predicate.get("artifact")
+    listed = artifact.get("files") if isinstance(artifact, dict) else None
     recorded = {
-        f["path"]: f.get("sha256") for f in listed if isinstance(f, dict) and isinstance(f.get("path"), str)
+        f["path"]: f.get("sha256")
+        for f in (listed if isinstance(listed, list) else [])
+        if isinstance(f, dict) and isinstance(f.get("path"), str)
     }
     out = [f"added: {p}" for p in sorted(actual.keys() - recorded.keys())]
     out += [f"removed: {p}" for p in sorted(recorded.keys() - actual.keys())]
@@ -247,7 +253,7 @@ def evaluate(
         else:
             _generic(statement, policy, expected, details)
     except Error as e:
-        _logger.debug("refused: %s", e)
+        _logger.debug("refused: %s", printable(e.message))
         reason = Reason(e.reason) if e.reason else Reason.ENVELOPE_INVALID
         message = e.message
         if not message.startswith(

@@ -2,8 +2,9 @@
 
 Exit codes: 0 success (for ``verify``: verified and admitted, or refused in
 warn mode); 1 refused, failed verification or bad input; 2 usage error;
-3 operational failure (I/O, network, registry). ``verify`` follows socair and
-uses 1 for every failure that is not a usage error.
+3 operational failure (I/O, network, registry) or an internal error (a bug:
+one line, no traceback). ``verify`` follows socair and uses 1 for every
+failure that is not a usage error.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import NoReturn
 from modelseal import __version__
 from modelseal.cli import attest_commands, operator_commands, publish_commands
 from modelseal.errors import Error, UsageError
+from modelseal.text import printable
 
 __all__ = ["main"]
 
@@ -67,18 +69,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = handler(args)
         return code
     except UsageError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {printable(str(e))}", file=sys.stderr)
         if e.usage:
             print(e.usage, file=sys.stderr)
         return 2
     except Error as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {printable(str(e))}", file=sys.stderr)
         return 1 if command == "verify" else e.exit_code
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
         return 1
+    except Exception as e:  # a bug: one line naming its type (its text may quote the input), exit 3
+        print(f"error: internal error ({type(e).__name__}); this is a bug in modelseal", file=sys.stderr)
+        return 3
 
 
 def entry() -> NoReturn:

@@ -17,6 +17,7 @@ from modelseal.cli.progress import ProgressBar
 from modelseal.durations import parse_max_age
 from modelseal.errors import InputError, UsageError
 from modelseal.files import read_limited, write_atomic
+from modelseal.text import printable
 
 if TYPE_CHECKING:
     from modelseal.attest.policy import TrustPolicy
@@ -100,19 +101,27 @@ def key_gen(args: argparse.Namespace) -> int:
     key = generate_key(args.algorithm, issuer=args.issuer or None)
     priv, pub = write_key_pair(args.out, key)
     print(f"key id {key.public.keyid}")
-    print(f"  private: {priv} (keep it secret; mode 0600)")
-    print(f"  public:  {pub} (share it; verifiers list it in their trusted keys)")
+    print(f"  private: {printable(str(priv))} (keep it secret; mode 0600)")
+    print(f"  public:  {printable(str(pub))} (share it; verifiers list it in their trusted keys)")
     if key.issuer:
-        print(f"  issuer:  {key.issuer} (reports signed with this key name it as their issuer)")
+        print(f"  issuer:  {printable(key.issuer)} (reports signed with this key name it as their issuer)")
     else:
         print("  no issuer name: reports signed with it name the key id; pass --issuer to name who signs")
     return 0
 
 
 def _hash(path: str, jobs: int | None = None) -> tuple[str, DirectoryDigest | None]:
+    """Hash a file or directory; for a directory, say on stderr what socair's rules left out."""
     total = total_size(path) if ProgressBar.wanted() else 0  # sizing a directory walks it once more
-    with ProgressBar(f"hashing {Path(path).name}", total) as bar:
-        return digest_path(path, workers=jobs, progress=bar.advance)
+    with ProgressBar(f"hashing {printable(Path(path).name)}", total) as bar:
+        digest, directory = digest_path(path, workers=jobs, progress=bar.advance)
+    if directory is not None and directory.skip_summary:
+        print(f"note: {directory.skip_summary}", file=sys.stderr)
+    return digest, directory
+
+
+def _skipped_json(directory: DirectoryDigest | None) -> dict[str, Any]:
+    return {"skipped": [s.to_json() for s in directory.skipped]} if directory is not None else {}
 
 
 def sign_cmd(args: argparse.Namespace) -> int:
@@ -132,8 +141,9 @@ def sign_cmd(args: argparse.Namespace) -> int:
     envelope, doc = sign_report(report, key)
     out = args.out or args.report.removesuffix(".json") + ".dsse.json"
     write_atomic(out, envelope.to_json())
-    print(f"signed {args.report} for artifact {doc['artifact']['sha256']} with key {key.public.short_id}")
-    print(f"  {out}")
+    sha, short = doc["artifact"]["sha256"], key.public.short_id
+    print(f"signed {printable(args.report)} for artifact {sha} with key {short}")
+    print(f"  {printable(out)}")
     return 0
 
 
@@ -153,11 +163,15 @@ def attest_cmd(args: argparse.Namespace) -> int:
         if not isinstance(predicate, dict):
             raise InputError(f"predicate {args.predicate} is not a JSON object")
     subjects = [(Path(p).resolve().name, _hash(p)[0]) for p in args.paths]
-    envelope = sign_payload(make_statement(subjects, args.predicate_type, predicate), keys)
+    try:
+        statement = make_statement(subjects, args.predicate_type, predicate)
+    except gojson.JSONFormatError as e:  # a --predicate-type or path that is not UTF-8
+        raise InputError(f"cannot encode the statement: {e}") from None
+    envelope = sign_payload(statement, keys)
     if args.out:
         write_atomic(args.out, envelope.to_json())
         print(f"attested {len(subjects)} subject(s) with {len(keys)} key(s)", file=sys.stderr)
-        print(f"  {args.out}", file=sys.stderr)
+        print(f"  {printable(args.out)}", file=sys.stderr)
     else:
         sys.stdout.write(envelope.to_json().decode() + "\n")
     return 0
@@ -207,7 +221,7 @@ def verify_cmd(args: argparse.Namespace) -> int:
     mode = Mode(args.mode)
     try:
         envelope = read_limited(args.envelope, MAX_ENVELOPE_BYTES, what="attestation")
-        expected = None
+        expected, directory = None, None
         if args.sha256:
             expected = ExpectedDigest(args.sha256.strip().lower())
         elif args.artifact:
@@ -221,13 +235,14 @@ def verify_cmd(args: argparse.Namespace) -> int:
     else:
         verdict = evaluate(envelope, policy, expected=expected, now=now)
     if args.json:
-        print(json.dumps({"mode": mode.value, **verdict.model_dump(mode="json")}, indent=2))
+        doc = {"mode": mode.value, **verdict.model_dump(mode="json"), **_skipped_json(directory)}
+        print(json.dumps(doc, indent=2))
     if not verdict.admitted:
         if verdict.blocks(mode):
             if not args.json:
-                print(f"error: {verdict.message}", file=sys.stderr)
+                print(f"error: {printable(verdict.message)}", file=sys.stderr)
             return 1
-        print(f"warning: {verdict.message} (warn mode: not blocking)", file=sys.stderr)
+        print(f"warning: {printable(verdict.message)} (warn mode: not blocking)", file=sys.stderr)
         return 0
     if not args.json:
         print(render.admitted(verdict, bound=expected is not None))
@@ -246,10 +261,11 @@ def digest_cmd(args: argparse.Namespace) -> int:
                 kind="socair.modeldir/v1",
                 size=directory.size,
                 files=[{"path": f.path, "sha256": f.sha256, "size": f.size} for f in directory.files],
+                **_skipped_json(directory),
             )
         else:
             out.update(kind="file", size=os.path.getsize(args.path))
         print(json.dumps(out, indent=2))
     else:
-        print(f"{digest}  {args.path}")
+        print(f"{digest}  {printable(args.path)}")
     return 0

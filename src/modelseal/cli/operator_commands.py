@@ -72,6 +72,8 @@ def register(commands: Any) -> None:
                      help="its key (PEM); without both, a self-signed one is made at start")  # fmt: skip
     run.add_argument("--evict-on-revoke", action="store_true",
                      help="enforce: evict the running Pods of a Model that turns refused")  # fmt: skip
+    run.add_argument("--allow-plain-http-sources", action="store_true",
+                     help="prefetchOCI Jobs may download http:// sources (labs only)")  # fmt: skip
     run.add_argument("--metrics-port", type=int, default=8080, metavar="PORT", help="/metrics port (0: off)")
     run.add_argument("--liveness", default="http://0.0.0.0:8081/healthz", metavar="URL",
                      help="kopf's liveness endpoint ('' to disable)")  # fmt: skip
@@ -108,6 +110,7 @@ def run_cmd(args: argparse.Namespace) -> int:
         admission_webhook_cert=args.admission_webhook_cert,
         admission_webhook_key=args.admission_webhook_key,
         evict_on_revoke=args.evict_on_revoke,
+        allow_plain_http_sources=args.allow_plain_http_sources,
     )
     if not 0 <= args.metrics_port <= 65535:
         raise UsageError("--metrics-port must be between 0 and 65535")

@@ -6,18 +6,24 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import stat
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from modelseal.cli.progress import ProgressBar, human_bytes
 from modelseal.errors import OperationalError, UsageError
 from modelseal.files import write_atomic
+from modelseal.text import printable
+
+if TYPE_CHECKING:
+    from modelseal.attest.walk import ModelDir
 
 __all__ = ["register"]
 
 TERMINATION_LOG_LIMIT = 4096
+_HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
 def _registry_options(parser: argparse.ArgumentParser) -> None:
@@ -41,6 +47,11 @@ def register(commands: Any) -> None:
     pub.add_argument("files", nargs="*", metavar="FILE", help="LOCAL, or IMAGE/PATH=LOCAL")
     pub.add_argument("--image", required=True, metavar="REGISTRY/REPO:TAG", help="where to publish")
     pub.add_argument("--from", dest="from_dir", metavar="DIR", help="publish every file under DIR")
+    pub.add_argument(
+        "--follow-symlinks",
+        action="store_true",
+        help="with --from: follow symlinks that lead out of DIR (a Hugging Face cache snapshot)",
+    )
     pub.add_argument("--primary", metavar="PATH", help="the primary file's image path (listed first)")
     pub.add_argument("--source", metavar="URL", help="where the files came from (an image annotation)")
     pub.add_argument("--platform", default="linux/amd64", metavar="OS/ARCH", help="default: linux/amd64")
@@ -63,7 +74,12 @@ def register(commands: Any) -> None:
     inspect.add_argument(
         "--expect-sha256",
         metavar="HEX",
-        help="fail (exit 1) unless the primary file is recorded with this digest",
+        help="fail (exit 1) unless the primary file's bytes have this digest (reads every layer once)",
+    )
+    inspect.add_argument(
+        "--annotations-only",
+        action="store_true",
+        help="with --expect-sha256: compare the digest the annotations record; no layer is read",
     )
     _registry_options(inspect)
     inspect.set_defaults(handler=inspect_cmd)
@@ -96,8 +112,10 @@ def publish_cmd(args: argparse.Namespace) -> int:
         raise UsageError("--chunk-size-mib must be between 1 and 4096")
     if not args.files and not args.from_dir:
         raise UsageError("give the files to publish, or --from DIR")
+    if args.follow_symlinks and not args.from_dir:
+        raise UsageError("--follow-symlinks goes with --from DIR")
     platform = Platform.parse(args.platform)
-    files = plan_files(args.files, args.from_dir, args.primary)
+    files = plan_files(args.files, _walk(args) if args.from_dir else None, args.primary)
     total = 0
     for f in files:
         with contextlib.suppress(OSError):  # publish() reports a missing file
@@ -122,11 +140,25 @@ def publish_cmd(args: argparse.Namespace) -> int:
         size = sum(f.size for f in result.files)
         print(
             f"published {len(result.files)} file(s), {human_bytes(size)} ({uploaded} uploaded,"
-            f" {len(result.files) - uploaded} already there) as {destination}",
+            f" {len(result.files) - uploaded} already there) as {printable(str(destination))}",
             file=sys.stderr,
         )
         print(result.image)
     return 0
+
+
+def _walk(args: argparse.Namespace) -> ModelDir:
+    """Walk --from DIR; say which links lead out of it and what socair's rules left out."""
+    from modelseal.attest.walk import walk_model_dir
+
+    walked = walk_model_dir(args.from_dir, outside_links=args.follow_symlinks)
+    for f in walked.files:
+        if f.outside:
+            print(f"following {printable(f.path)} -> {printable(str(f.source))}", file=sys.stderr)
+    summary = walked.skip_summary("the image")
+    if summary:
+        print(f"note: {summary}", file=sys.stderr)
+    return walked
 
 
 def _compact(doc: dict[str, Any]) -> bytes:
@@ -172,34 +204,54 @@ def _write_result(path: Path, doc: dict[str, Any]) -> None:
 
 def inspect_cmd(args: argparse.Namespace) -> int:
     """``modelseal publish inspect``."""
-    from modelseal.publish.contents import check_primary, describe
+    from modelseal.publish.contents import check_primary, check_served, describe, primary_file
     from modelseal.publish.reference import parse_reference
 
     ref = parse_reference(args.image, allow_oci_scheme=True)
     if ref.digest is None and ref.tag is None:
         raise UsageError(f"{args.image!r}: give a digest (@sha256:...) or a tag")
+    want = (args.expect_sha256 or "").strip().lower()
+    if args.expect_sha256 is not None and not _HEX64.fullmatch(want):
+        raise UsageError("--expect-sha256 must be 64 hex digits")
+    if args.annotations_only and not want:
+        raise UsageError("--annotations-only goes with --expect-sha256")
     if ref.digest is None and args.expect_sha256:
         print(
-            f"warning: {args.image} is not pinned by digest: a tag can move; pin it with @sha256:",
+            f"warning: {printable(args.image)} is not pinned by digest: a tag can move; pin it with @sha256:",
             file=sys.stderr,
         )
     with _client(ref, args, push=False) as client:
         info = describe(client, ref)
-    if args.expect_sha256:
-        check_primary(info, args.expect_sha256)
+        served = check_served(client, info, want) if want and not args.annotations_only else None
+    if args.annotations_only:
+        check_primary(info, want)
+        print(
+            "note: compared the digest the image's annotations record (its pusher writes them);"
+            " no layer was read: drop --annotations-only to check the bytes",
+            file=sys.stderr,
+        )
+    elif served is not None:
+        size = human_bytes(sum(f.size for f in served))
+        print(
+            f"verified: the primary file {primary_file(info)['path']} has SHA-256 {want}"
+            f" (read {len(served)} layer(s), {size})",
+            file=sys.stderr,
+        )
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
-    print(info["image"])
+    # every name below was written by whoever pushed the image: shown escaped
+    print(printable(info["image"]))
     if info.get("primary"):
-        print(f"  primary  {info['primary']}")
+        print(f"  primary  {printable(info['primary'])}")
     if info.get("source"):
-        print(f"  source   {info['source']}")
-    width = max([len(f["path"]) for f in info["files"]] + [4])
+        print(f"  source   {printable(info['source'])}")
+    paths = [printable(f["path"] or "(untitled)") for f in info["files"]]
+    width = max([len(p) for p in paths] + [4])
     print(f"  {'FILE'.ljust(width)}  {'SIZE':>10}  SHA-256")
-    for f in info["files"]:
+    for f, path in zip(info["files"], paths, strict=True):
         size = human_bytes(f["size"]) if f["size"] is not None else "?"
-        print(f"  {f['path'].ljust(width)}  {size:>10}  {f['sha256'] or '(not recorded)'}")
+        print(f"  {path.ljust(width)}  {size:>10}  {printable(f['sha256'] or '(not recorded)')}")
     return 0
 
 
@@ -246,5 +298,5 @@ def stage_cmd(args: argparse.Namespace) -> int:
                            "skipped": s.skipped} for s in staged], indent=2))  # fmt: skip
     else:
         for s in staged:
-            print(f"{s.sha256}  {s.size:>12}  {s.dest}{'  (already staged)' if s.skipped else ''}")
+            print(f"{s.sha256}  {s.size:>12}  {printable(s.dest)}{'  (already staged)' if s.skipped else ''}")
     return 0

@@ -1,8 +1,10 @@
-"""Text for people: what ``verify`` prints on success (socair's layout)."""
+"""Text for people: what ``verify`` prints on success (socair's layout), control characters escaped."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+
+from modelseal.text import printable
 
 if TYPE_CHECKING:
     from modelseal.attest.verdict import Verdict
@@ -47,4 +49,5 @@ def admitted(verdict: Verdict, *, bound: bool) -> str:
         lines.append(f"  also signed by key {other.keyid}")
     if not bound:
         lines.append("  the artifact itself was not checked; pass --artifact <path> to bind it")
-    return "\n".join(lines)
+    # every field but the counts came from the attestation: no line may move the cursor
+    return "\n".join(printable(line) for line in lines)

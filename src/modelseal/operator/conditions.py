@@ -7,7 +7,9 @@ warn, or off): ``phase=Ready``, ``Available=True``, and a Degraded left by an
 earlier refusal is cleared. With ``prefetchOCI``, Ready also waits for the
 publication of the current fingerprint: ``Pending`` until its Job's pod
 runs, then ``Downloading``,
-``Failed`` (Degraded, reason ``PublicationFailed``) when it fails.
+``Failed`` (Degraded, reason ``PublicationFailed``) when it fails. While an
+``oci://`` source's bytes are read, the Model is ``Pending`` (``SourceImageVerified``
+False, reason ``VerifyingSourceImage``).
 """
 
 from __future__ import annotations
@@ -18,14 +20,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from modelseal.operator.gate import REASON_REJECTED, GateOutcome
+from modelseal.operator.gate import REASON_INTERNAL_ERROR, REASON_REJECTED, GateOutcome
 from modelseal.operator.publication import FAILED, PENDING, SUCCEEDED, Publication
 from modelseal.operator.source_image import (
     REASON_MISMATCH,
     REASON_UNREADABLE,
+    REASON_VERIFYING,
     SOURCE_IMAGE_VERIFIED,
     SourceCheck,
 )
+from modelseal.text import printable
 
 __all__ = ["ATTESTATION_VERIFIED", "Transition", "desired_status", "status_patch", "transitions"]
 
@@ -37,6 +41,7 @@ REASON_PUBLISHING = "Publishing"
 # a Degraded of these reasons is cleared, with this message, once the refusal no longer holds
 _CLEARED_BY = {
     REASON_REJECTED: "the attestation is admitted",
+    REASON_INTERNAL_ERROR: "the Model was judged again",
     REASON_MISMATCH: "the source image check no longer blocks",
     REASON_UNREADABLE: "the source image check no longer blocks",
     REASON_PUBLICATION_FAILED: "the publication recovered",
@@ -74,7 +79,7 @@ def _set(
     generation: int,
     now: datetime,
 ) -> None:
-    value = "True" if state else "False"
+    value, message = "True" if state else "False", printable(message)  # input text reaches kubectl and logs
     for c in conditions:
         if c["type"] == kind:
             if c.get("status") != value:
@@ -125,7 +130,7 @@ def desired_status(
         return {**out, "phase": "Failed", "conditions": conditions}
 
     if outcome is not None and outcome.blocks:
-        return failed(REASON_REJECTED, outcome.message)
+        return failed(outcome.reason, outcome.message)
     if source is None:
         conditions = [c for c in conditions if c["type"] != SOURCE_IMAGE_VERIFIED]
     else:
@@ -134,6 +139,9 @@ def desired_status(
         )
         if source.blocks:
             return failed(source.reason, source.message)
+        if source.pending:
+            _set(conditions, AVAILABLE, False, source.reason, source.message, generation, now)
+            return {**out, "phase": "Pending", "conditions": conditions}
     if publication is not None and publication.phase == FAILED:
         return failed(REASON_PUBLICATION_FAILED, publication.message)
     stale = next((c for c in conditions if c["type"] == DEGRADED and c.get("reason") in _CLEARED_BY), None)
@@ -146,7 +154,9 @@ def desired_status(
         waiting = "Pending" if publication.phase == PENDING else "Downloading"
         return {**out, "phase": waiting, "conditions": conditions}
     note = "the model passed the attestation gate"
-    if outcome is not None and not outcome.admitted:
+    if outcome is not None and outcome.reason == REASON_INTERNAL_ERROR:
+        note = f"{outcome.mode.value} mode: the model could not be judged, and it is not blocked"
+    elif outcome is not None and not outcome.admitted:
         note = "warn mode: the attestation was not admitted, and the model is not blocked"
     elif outcome is None:
         note = "the attestation gate is off"
@@ -188,7 +198,7 @@ def transitions(current: Mapping[str, Any], desired: Mapping[str, Any]) -> list[
         if new is not None and (
             old is None or (old.get("status"), old.get("message")) != (new["status"], new["message"])
         ):
-            kind = "Normal" if new["status"] == "True" else "Warning"
+            kind = "Normal" if new["status"] == "True" or new["reason"] == REASON_VERIFYING else "Warning"
             out.append(Transition(kind, new["reason"], new["message"]))
     before_pub, after_pub = current.get("prefetchOCI") or {}, desired.get("prefetchOCI") or {}
     if after_pub and (before_pub.get("phase"), before_pub.get("fingerprint")) != (
@@ -200,7 +210,9 @@ def transitions(current: Mapping[str, Any], desired: Mapping[str, Any]) -> list[
             Transition(
                 "Warning" if after_pub["phase"] == FAILED else "Normal",
                 f"Publication{after_pub['phase']}",
-                f"prefetchOCI {after_pub['phase']}: {detail or after_pub.get('jobName') or ''}".rstrip(": "),
+                printable(
+                    f"prefetchOCI {after_pub['phase']}: {detail or after_pub.get('jobName') or ''}"
+                ).rstrip(": "),
             )
         )
     if current.get("phase") != desired.get("phase"):

@@ -6,14 +6,14 @@ ConfigMap (``data``, then ``binaryData``) and its key, then socair-verify's
 ``Policy.Admit``. A refusal reads ``attestation rejected: <reason>``.
 Verdicts are cached by (envelope, keyring, policy, expected digest), so a
 reconcile that changes nothing re-does no cryptography.
+
+What a forged envelope may cost is bounded in :mod:`modelseal.operator.verdict_cache`.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
-from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -22,14 +22,22 @@ from typing import Any
 from modelseal.attest.keys import Keyring, PublicKey
 from modelseal.attest.policy import TrustPolicy
 from modelseal.attest.verdict import Mode, Reason, Verdict
-from modelseal.attest.verifier import ExpectedDigest, evaluate
 from modelseal.errors import KeyFileError
+from modelseal.operator.names import is_subdomain
 from modelseal.operator.settings import OperatorSettings
+from modelseal.operator.verdict_cache import VerdictCache, cached_evaluate
 
-__all__ = ["ConfigMapRead", "GateOutcome", "VerdictCache", "evaluate_gate", "referenced_configmap"]
+__all__ = [
+    "REASON_INTERNAL_ERROR",
+    "ConfigMapRead",
+    "GateOutcome",
+    "evaluate_gate",
+    "referenced_configmap",
+]
 
 REASON_VERIFIED = "Verified"
 REASON_REJECTED = "ModelAttestationRejected"
+REASON_INTERNAL_ERROR = "InternalError"
 
 
 @dataclass(frozen=True)
@@ -104,29 +112,10 @@ class GateOutcome:
         """Only enforce mode refuses."""
         return self.mode is Mode.ENFORCE and not self.admitted
 
-
-class VerdictCache:
-    """A small LRU of verdicts; a verdict depends only on its key (and the time for age checks)."""
-
-    def __init__(self, size: int = 4096) -> None:
-        self.size = size
-        self._items: OrderedDict[tuple[str, ...], Verdict] = OrderedDict()
-        self.hits = self.misses = 0
-
-    def get(self, key: tuple[str, ...]) -> Verdict | None:
-        verdict = self._items.get(key)
-        if verdict is None:
-            self.misses += 1
-            return None
-        self._items.move_to_end(key)
-        self.hits += 1
-        return verdict
-
-    def put(self, key: tuple[str, ...], verdict: Verdict) -> None:
-        self._items[key] = verdict
-        self._items.move_to_end(key)
-        while len(self._items) > self.size:
-            self._items.popitem(last=False)
+    @classmethod
+    def internal_error(cls, mode: Mode, message: str) -> GateOutcome:
+        """The Model could not be judged: a refusal in enforce mode, a report otherwise."""
+        return cls(mode, False, REASON_INTERNAL_ERROR, message, Reason.INPUT_UNREADABLE)
 
 
 def referenced_configmap(spec: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -190,6 +179,11 @@ def evaluate_gate(
                 " reference the envelope from a ConfigMap",
                 Reason.UNSIGNED,
             )
+        if not is_subdomain(ref[0]):
+            raise _RefusedError(
+                f"spec.attestation.configMapKeyRef.name {ref[0][:80]!r} is not a valid ConfigMap name"
+                " (a DNS-1123 subdomain)"
+            )
         policy = _policy(settings, _keyring(settings, trusted))
         where = f"{namespace}/{ref[0]}"
         if attestation is None or attestation.error is not None:
@@ -199,7 +193,7 @@ def evaluate_gate(
         envelope = attestation.get(ref[1])
         if envelope is None:
             raise _RefusedError(f'attestation ConfigMap {where} has no key "{ref[1]}"')
-        verdict = _cached_evaluate(envelope, policy, sha, now, cache)
+        verdict = cached_evaluate(envelope, policy, sha, now, cache)
     except _RefusedError as r:
         return GateOutcome(
             settings.mode, False, REASON_REJECTED, f"attestation rejected: {r.message}", r.code
@@ -214,21 +208,3 @@ def evaluate_gate(
             verdict,
         )
     return GateOutcome(settings.mode, True, REASON_VERIFIED, verdict.message, Reason.ADMITTED, verdict)
-
-
-def _cached_evaluate(
-    envelope: bytes, policy: TrustPolicy, sha: str, now: datetime, cache: VerdictCache | None
-) -> Verdict:
-    key = (
-        hashlib.sha256(envelope).hexdigest(),
-        policy.fingerprint(),
-        sha.strip().lower(),
-        # age limits and key windows make a verdict a function of time: keep such entries a minute
-        now.strftime("%Y%m%d%H%M") if (policy.max_age or policy.windows) else "",
-    )
-    verdict = cache.get(key) if cache is not None else None
-    if verdict is None:
-        verdict = evaluate(envelope, policy, expected=ExpectedDigest(sha), now=now)
-        if cache is not None:
-            cache.put(key, verdict)
-    return verdict

@@ -5,25 +5,53 @@ merge patch, posts core/v1 Events, and for ``prefetchOCI`` creates and reads
 publication Jobs, lists their pods and checks a push Secret's type (its data
 is never kept). Credentials come from kopf's login
 (in-cluster service account or kubeconfig) and never reach logs or errors.
+
+Every path is built by :func:`~modelseal.operator.names.api_path` (names
+checked, then quoted), and every body is streamed with a cap: a single
+object may hold at most 1 MiB of data in Kubernetes, so 4 MiB leaves room
+for base64 and metadata; a pod list gets 16 MiB.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime
+import json
 import ssl
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
-from modelseal.errors import KubeError
+from modelseal.errors import InputError, KubeError
 from modelseal.operator.gate import ConfigMapRead
+from modelseal.operator.names import api_path, check_subdomain
 from modelseal.operator.settings import GROUP, PLURAL, VERSION
 from modelseal.operator.status_modes import FIELD_MANAGER
 
-__all__ = ["KubeApi", "StatusConflictError"]
+__all__ = ["LIST_LIMIT", "OBJECT_LIMIT", "KubeApi", "StatusConflictError"]
+
+OBJECT_LIMIT = 4 * 1024 * 1024
+LIST_LIMIT = 16 * 1024 * 1024
+_MESSAGE_LIMIT = 300
+_CORE, _BATCH, _MODELS = "/api/v1", "/apis/batch/v1", f"/apis/{GROUP}/{VERSION}"
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A response read whole, within its cap."""
+
+    status_code: int
+    body: bytes
+
+    def json(self) -> Any:
+        """The body as JSON, or None when it is not JSON."""
+        try:
+            return json.loads(self.body)
+        except ValueError:
+            return None
 
 
 class StatusConflictError(KubeError):
@@ -79,32 +107,51 @@ class KubeApi:
         """Close the connection pool."""
         await self._client.aclose()
 
-    async def _call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    async def _call(self, method: str, path: str, *, limit: int = OBJECT_LIMIT, **kwargs: Any) -> Reply:
+        """One request, its body streamed and refused past ``limit`` bytes (decoded).
+
+        Raises:
+            KubeError: unreachable, a broken response, or a body over ``limit``.
+        """
         self.requests += 1
         try:
-            return await self._client.request(method, path, **kwargs)
-        except httpx.TransportError as e:
+            async with self._client.stream(method, path, **kwargs) as r:
+                declared = r.headers.get("content-length", "")
+                if declared.isascii() and declared.isdigit() and int(declared) > limit:
+                    raise KubeError(f"{method} {path}: the response is over the {limit} byte limit")
+                body, size = bytearray(), 0
+                async for chunk in r.aiter_bytes():
+                    size += len(chunk)
+                    if size > limit:
+                        raise KubeError(f"{method} {path}: the response is over the {limit} byte limit")
+                    body += chunk
+                return Reply(r.status_code, bytes(body))
+        except (httpx.HTTPError, httpx.InvalidURL) as e:
             raise KubeError(f"{method} {path}: the API server is unreachable ({type(e).__name__})") from None
 
     @staticmethod
-    def _message(response: httpx.Response) -> str:
-        try:
-            message = response.json().get("message")
-        except (ValueError, AttributeError):
-            message = None
-        return str(message or f"HTTP {response.status_code}")
+    def _message(response: Reply) -> str:
+        found = response.json()
+        message = found.get("message") if isinstance(found, dict) else None
+        text = " ".join(str(message or f"HTTP {response.status_code}").split())
+        return text if len(text) <= _MESSAGE_LIMIT else text[: _MESSAGE_LIMIT - 3] + "..."
 
     async def read_configmap(self, namespace: str, name: str) -> ConfigMapRead:
         """A ConfigMap, or the API's error text (``configmaps "x" not found``)."""
         if not name:
             return ConfigMapRead(error="the ConfigMap name is empty")
-        r = await self._call("GET", f"/api/v1/namespaces/{namespace}/configmaps/{name}")
+        try:
+            r = await self._call("GET", api_path(_CORE, namespace, "configmaps", name))
+        except (InputError, KubeError) as e:  # a bad name is never asked for; a failure is a reason
+            return ConfigMapRead(error=str(e))
         if r.status_code == 404:
             return ConfigMapRead(error=f'configmaps "{name}" not found')
         if r.status_code != 200:
             return ConfigMapRead(error=self._message(r))
         body = r.json()
-        return ConfigMapRead.from_object(body if isinstance(body, dict) else {})
+        if not isinstance(body, dict):
+            return ConfigMapRead(error=f"ConfigMap {namespace}/{name}: the API's answer is not an object")
+        return ConfigMapRead.from_object(body)
 
     async def _object(self, path: str, what: str) -> dict[str, Any] | None:
         r = await self._call("GET", path)
@@ -113,7 +160,9 @@ class KubeApi:
         if r.status_code != 200:
             raise KubeError(f"read {what}: {self._message(r)}")
         body = r.json()
-        return body if isinstance(body, dict) else None
+        if not isinstance(body, dict):
+            raise KubeError(f"read {what}: the API's answer is not an object")
+        return body
 
     async def read_job(self, namespace: str, name: str) -> dict[str, Any] | None:
         """A Job, or None when there is none.
@@ -121,27 +170,28 @@ class KubeApi:
         Raises:
             KubeError: the API refused or failed.
         """
-        return await self._object(
-            f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}", f"Job {namespace}/{name}"
-        )
+        return await self._object(api_path(_BATCH, namespace, "jobs", name), f"Job {namespace}/{name}")
 
-    async def create_job(self, job: Mapping[str, Any]) -> dict[str, Any]:
-        """Create ``job``; one that already exists under its name is read back instead.
+    async def create_job(self, job: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
+        """Create ``job``: (the Job, True); one that already exists under its name is read back,
+        (that Job, False), for the caller to judge (this call did not make it).
 
         Raises:
             KubeError: the API refused (quota, admission) or failed.
         """
         meta = job.get("metadata") or {}
         namespace, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
-        r = await self._call("POST", f"/apis/batch/v1/namespaces/{namespace}/jobs", json=dict(job))
+        r = await self._call("POST", api_path(_BATCH, namespace, "jobs"), json=dict(job))
         if r.status_code == 409:
             existing = await self.read_job(namespace, name)
             if existing is not None:
-                return existing
+                return existing, False
         if r.status_code not in (200, 201):
             raise KubeError(f"create Job {namespace}/{name}: {self._message(r)}")
         body = r.json()
-        return body if isinstance(body, dict) else dict(job)
+        if not isinstance(body, dict):
+            raise KubeError(f"create Job {namespace}/{name}: the API's answer is not an object")
+        return body, True
 
     async def list_job_pods(self, namespace: str, job: str) -> list[dict[str, Any]]:
         """The pods a Job made (asked by label; the caller still checks ownership).
@@ -149,11 +199,13 @@ class KubeApi:
         Raises:
             KubeError: the API refused or failed.
         """
-        r = await self._call("GET", f"/api/v1/namespaces/{namespace}/pods",
+        check_subdomain(job, "Job name")
+        r = await self._call("GET", api_path(_CORE, namespace, "pods"), limit=LIST_LIMIT,
                              params={"labelSelector": f"job-name={job}"})  # fmt: skip
         if r.status_code != 200:
             raise KubeError(f"list the pods of Job {namespace}/{job}: {self._message(r)}")
-        items = r.json().get("items")
+        found = r.json()
+        items = found.get("items") if isinstance(found, dict) else None
         return [p for p in items if isinstance(p, dict)] if isinstance(items, list) else []
 
     async def secret_type(self, namespace: str, name: str) -> tuple[str, frozenset[str]] | None:
@@ -162,9 +214,7 @@ class KubeApi:
         Raises:
             KubeError: the API refused (no ``get`` on secrets) or failed.
         """
-        secret = await self._object(
-            f"/api/v1/namespaces/{namespace}/secrets/{name}", f"Secret {namespace}/{name}"
-        )
+        secret = await self._object(api_path(_CORE, namespace, "secrets", name), f"Secret {namespace}/{name}")
         if secret is None:
             return None
         data = secret.get("data")
@@ -183,7 +233,7 @@ class KubeApi:
         """
         r = await self._call(
             "PATCH",
-            f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}/{name}/status",
+            api_path(_MODELS, namespace, PLURAL, name, "status"),
             json=dict(patch),
             params={"fieldManager": FIELD_MANAGER},
             headers={"Content-Type": "application/merge-patch+json"},
@@ -221,8 +271,8 @@ class KubeApi:
             "lastTimestamp": stamp,
             "count": 1,
         }
-        with contextlib.suppress(KubeError):
-            await self._call("POST", f"/api/v1/namespaces/{namespace}/events", json=event)
+        with contextlib.suppress(InputError, KubeError):
+            await self._call("POST", api_path(_CORE, str(namespace), "events"), json=event)
 
     async def read_model(self, namespace: str, name: str) -> dict[str, Any] | None:
         """A Model as the API has it now, or None when there is none.
@@ -230,9 +280,7 @@ class KubeApi:
         Raises:
             KubeError: the API refused or failed.
         """
-        return await self._object(
-            f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}/{name}", f"Model {namespace}/{name}"
-        )
+        return await self._object(api_path(_MODELS, namespace, PLURAL, name), f"Model {namespace}/{name}")
 
     async def list_model_pods(self, namespace: str, model: str) -> list[dict[str, Any]]:
         """The Pods labelled as running ``model`` (LLMKube's ``inference.llmkube.dev/model``).
@@ -240,11 +288,13 @@ class KubeApi:
         Raises:
             KubeError: the API refused or failed.
         """
-        r = await self._call("GET", f"/api/v1/namespaces/{namespace}/pods",
+        check_subdomain(model, "Model name")
+        r = await self._call("GET", api_path(_CORE, namespace, "pods"), limit=LIST_LIMIT,
                              params={"labelSelector": f"inference.llmkube.dev/model={model}"})  # fmt: skip
         if r.status_code != 200:
             raise KubeError(f"list the pods of Model {namespace}/{model}: {self._message(r)}")
-        items = r.json().get("items")
+        found = r.json()
+        items = found.get("items") if isinstance(found, dict) else None
         return [p for p in items if isinstance(p, dict)] if isinstance(items, list) else []
 
     async def evict_pod(self, namespace: str, name: str) -> bool:
@@ -255,7 +305,7 @@ class KubeApi:
         """
         eviction = {"apiVersion": "policy/v1", "kind": "Eviction",
                     "metadata": {"name": name, "namespace": namespace}}  # fmt: skip
-        r = await self._call("POST", f"/api/v1/namespaces/{namespace}/pods/{name}/eviction", json=eviction)
+        r = await self._call("POST", api_path(_CORE, namespace, "pods", name, "eviction"), json=eviction)
         if r.status_code == 429:  # a disruption budget holds it: the next recheck tries again
             return False
         if r.status_code not in (200, 201, 404):

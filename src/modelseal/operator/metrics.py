@@ -16,7 +16,7 @@ PHASES = ("Pending", "Downloading", "Copying", "Ready", "Failed")
 
 
 class OperatorMetrics:
-    """Verifications, reconcile duration, Models by phase, ended publications, source checks."""
+    """Verifications, reconcile time, Models by phase, publications, source checks, internal errors."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
@@ -36,6 +36,10 @@ class OperatorMetrics:
         self.publications = Counter(
             "modelseal_publications", "prefetchOCI publications that ended, by phase (Succeeded, Failed).",
             ["phase"], registry=self.registry,
+        )  # fmt: skip
+        self.internal_errors = Counter(
+            "modelseal_internal_errors", "Models that could not be judged (an unexpected exception).",
+            registry=self.registry,
         )  # fmt: skip
         self.source_checks = Counter(
             "modelseal_source_image_checks",

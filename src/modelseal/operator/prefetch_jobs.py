@@ -5,6 +5,11 @@ published makes a new Job, and a Job that exists for the current fingerprint
 is followed rather than made again. A failed publication is retried only
 when its Job is gone (deleted by hand, or by its TTL after a day): backoff
 already spent the Job's own retries.
+
+Only the Job the operator created is believed: its uid is recorded when it
+is created (``status.prefetchOCI.jobUid``, which survives a restart), and a
+Job of the right name, owner and fingerprint with another uid (made by
+someone who can create Jobs in the namespace) is refused.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from typing import Any
 
 from modelseal.errors import Error, KubeError
 from modelseal.operator.kube import KubeApi
+from modelseal.operator.names import check_label, check_subdomain
 from modelseal.operator.prefetch import build_job, job_name, plan_prefetch, prefetch_fingerprint
 from modelseal.operator.publication import (
     FAILED,
@@ -39,25 +45,35 @@ def current_publication(status: Mapping[str, Any]) -> Publication | None:
     found = status.get("prefetchOCI")
     if not isinstance(found, dict) or not isinstance(found.get("phase"), str):
         return None
-    files = found.get("files")
+    files, generation = found.get("files"), found.get("observedGeneration")
     return Publication(
         phase=found["phase"],
         fingerprint=str(found.get("fingerprint") or ""),
-        generation=int(found.get("observedGeneration") or 0),
+        generation=generation if isinstance(generation, int) and not isinstance(generation, bool) else 0,
         job_name=str(found.get("jobName") or ""),
         image=str(found.get("image") or ""),
         files=tuple(str(f) for f in files) if isinstance(files, list) else (),
         message=str(found.get("message") or ""),
+        job_uid=str(found.get("jobUid") or ""),
     )
 
 
 class PrefetchJobs:
     """The publication Jobs of every Model, followed through the API and the Job watch."""
 
-    def __init__(self, publisher_image: str, plain_http: frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self,
+        publisher_image: str,
+        plain_http: frozenset[str] = frozenset(),
+        *,
+        allow_plain_http_sources: bool = False,
+    ) -> None:
         self.publisher_image = publisher_image
         self.plain_http = plain_http
+        self.allow_plain_http_sources = allow_plain_http_sources
         self.jobs: dict[JobKey, dict[str, Any]] = {}
+        # the uid of each Job this process created, until the Model's status records it
+        self.created: dict[JobKey, str] = {}
 
     def observe_job(self, namespace: str, name: str, body: Mapping[str, Any] | None) -> None:
         """Record a Job the watch reported (None: deleted)."""
@@ -97,10 +113,15 @@ class PrefetchJobs:
         if recorded is not None and (recorded.fingerprint, recorded.phase) == (fingerprint, SUCCEEDED):
             return replace(recorded, generation=generation)
         try:
-            plans, destination = plan_prefetch(spec)
+            plans, destination = plan_prefetch(spec, allow_plain_http=self.allow_plain_http_sources)
+            check_label(namespace, "the Model's namespace")
+            check_subdomain(name, "the Model's name")
         except Error as e:
             return Publication(FAILED, fingerprint, generation, message=f"prefetchOCI refused: {e}")
         job = job_name(name, fingerprint)
+        ours = self.created.get((namespace, job)) or (
+            recorded.job_uid if recorded is not None and recorded.job_name == job else ""
+        )
         try:
             body = None if fresh else self.jobs.get((namespace, job))
             if body is None:
@@ -111,21 +132,33 @@ class PrefetchJobs:
                     return Publication(
                         FAILED, fingerprint, generation, message=f"prefetchOCI refused: {problem}"
                     )
-                body = await api.create_job(
-                    build_job(model, self.publisher_image, plain_http=self.plain_http)
-                )
-                _logger.info("Model %s/%s: created publication Job %s", namespace, name, job)
+                manifest = build_job(model, self.publisher_image, plain_http=self.plain_http,
+                                     allow_plain_http_sources=self.allow_plain_http_sources)  # fmt: skip
+                body, created = await api.create_job(manifest)
+                if created:
+                    ours = self.created[(namespace, job)] = JobView.from_object(body).uid
+                    _logger.info("Model %s/%s: created publication Job %s", namespace, name, job)
             self.jobs[(namespace, job)] = body
             view = JobView.from_object(body)
-            if view.owner_uid != uid or view.fingerprint != fingerprint:
-                message = f"Job {namespace}/{job} exists and is not this Model's publication; delete it"
+            if not ours or view.uid != ours or view.owner_uid != uid or view.fingerprint != fingerprint:
+                message = (
+                    f"Job {namespace}/{job} exists and is not the Job the operator created for this"
+                    " Model's publication; delete it"
+                )
                 return Publication(FAILED, fingerprint, generation, job, message=message)
             if view.active or not (view.complete or view.failed):
                 state, doing = (RUNNING, "is running") if view.active else (PENDING, "is starting")
-                return Publication(state, fingerprint, generation, job, message=f"Job {job} {doing}")
+                return Publication(
+                    state, fingerprint, generation, job, message=f"Job {job} {doing}", job_uid=ours
+                )
             if recorded is not None and recorded.phase == FAILED and recorded.job_name == job:
-                return replace(recorded, generation=generation)  # final until the Job is deleted
+                return replace(
+                    recorded, generation=generation, job_uid=ours
+                )  # final until the Job is deleted
             pods = await api.list_job_pods(namespace, job)
         except KubeError as e:
-            return Publication(PENDING, fingerprint, generation, job, message=f"waiting: {e}")
-        return finished(view, pods, destination, {p.dest: p.sha256 for p in plans}, generation)
+            return Publication(PENDING, fingerprint, generation, job, message=f"waiting: {e}", job_uid=ours)
+        except Error as e:  # the Job could not be built from this spec
+            return Publication(FAILED, fingerprint, generation, message=f"prefetchOCI refused: {e}")
+        done = finished(view, pods, destination, {p.dest: p.sha256 for p in plans}, generation)
+        return replace(done, job_uid=ours)

@@ -43,12 +43,15 @@ class Publication:
     image: str = ""
     files: tuple[str, ...] = ()
     message: str = ""
+    job_uid: str = ""  # the uid of the Job the operator created: no other Job is believed
 
     def to_status(self) -> dict[str, Any]:
         out: dict[str, Any] = {"phase": self.phase, "fingerprint": self.fingerprint,
                                "observedGeneration": self.generation}  # fmt: skip
         if self.job_name:
             out["jobName"] = self.job_name
+        if self.job_uid:
+            out["jobUid"] = self.job_uid
         if self.image:
             out["image"] = self.image
         if self.files:
@@ -74,6 +77,7 @@ class JobView:
     complete: bool
     failed: bool
     reason: str
+    containers: tuple[tuple[str, ...], ...] = ()  # what the pod template runs: see :func:`_runs`
 
     @classmethod
     def from_object(cls, job: Mapping[str, Any]) -> JobView:
@@ -105,7 +109,22 @@ class JobView:
             complete=complete and not failed,
             failed=failed,
             reason=reason,
+            containers=_runs(((job.get("spec") or {}).get("template") or {}).get("spec")),
         )
+
+
+def _runs(pod_spec: object) -> tuple[tuple[str, ...], ...]:
+    """(name, image, command..., args...) of every container of a pod spec, init containers first."""
+    if not isinstance(pod_spec, dict):
+        return ()
+    out = []
+    for group in ("initContainers", "containers"):
+        for c in pod_spec.get(group) or []:
+            if isinstance(c, dict):
+                command, args = c.get("command") or [], c.get("args") or []
+                out.append((group, str(c.get("name")), str(c.get("image")), "command", *map(str, command),
+                            "args", *map(str, args)))  # fmt: skip
+    return tuple(out)
 
 
 def _one_line(text: str) -> str:
@@ -117,19 +136,28 @@ def _one_line(text: str) -> str:
 
 
 def _job_pods(pods: Sequence[Mapping[str, Any]], job: JobView) -> list[Mapping[str, Any]]:
-    """The Job's own pods (by controller reference, else by the job-name labels), oldest first."""
+    """The Job's own pods, oldest first.
+
+    A pod counts when its controller is the Job, by uid, and it runs exactly the
+    containers of the Job's template: anyone who may create pods can label one
+    after the Job, or name the Job as its owner, but the Job controller makes
+    its pods from the template (which cannot change after the Job is created).
+    """
 
     def owned(pod: Mapping[str, Any]) -> bool:
         meta = pod.get("metadata") or {}
-        refs = [
-            o for o in meta.get("ownerReferences") or [] if isinstance(o, dict) and o.get("kind") == "Job"
+        controller = [
+            o
+            for o in meta.get("ownerReferences") or []
+            if isinstance(o, dict) and o.get("controller") is True
         ]
-        if refs:
-            return any(
-                o.get("uid") == job.uid or (not o.get("uid") and o.get("name") == job.name) for o in refs
-            )
-        labels = meta.get("labels") or {}
-        return job.name in (labels.get("batch.kubernetes.io/job-name"), labels.get("job-name"))
+        return (
+            bool(job.uid)
+            and len(controller) == 1
+            and controller[0].get("kind") == "Job"
+            and controller[0].get("uid") == job.uid
+            and _runs(pod.get("spec")) == job.containers
+        )
 
     mine = [p for p in pods if owned(p)]
     return sorted(mine, key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp", "")))

@@ -5,6 +5,11 @@ ConfigMap change re-evaluates exactly the Models that reference it (every
 Model, for the trusted keys), and a periodic pass re-verifies refused Models
 every minute and admitted ones every ``--recheck-interval``, bounding how long a
 revoked key keeps a Model Ready.
+
+Every decision about a Model goes through :meth:`Reconciler.judge`, which
+turns an exception nobody expected into a refusal with reason
+``InternalError`` (see :mod:`modelseal.operator.judgement`). A status that
+cannot be written is retried with the refused Models.
 """
 
 from __future__ import annotations
@@ -12,28 +17,31 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from modelseal.attest.verdict import Mode
-from modelseal.operator.admission import MODEL_LABEL, ModelVerdict
-from modelseal.operator.conditions import desired_status, transitions
+from modelseal.errors import KubeError
+from modelseal.operator.admission import ModelVerdict
+from modelseal.operator.eviction import Evictions
 from modelseal.operator.gate import (
     ConfigMapRead,
     GateOutcome,
-    VerdictCache,
     evaluate_gate,
     referenced_configmap,
 )
-from modelseal.operator.kube import KubeApi, StatusConflictError
+from modelseal.operator.judgement import Judgement, generation_of, internal_error, unexpected
+from modelseal.operator.kube import KubeApi
 from modelseal.operator.metrics import OperatorMetrics
+from modelseal.operator.model_status import ModelStatus
+from modelseal.operator.names import is_subdomain
 from modelseal.operator.prefetch_jobs import PrefetchJobs
 from modelseal.operator.publication import FAILED, Publication
-from modelseal.operator.settings import OperatorSettings, StatusMode
-from modelseal.operator.source_image import REASON_NOT_PINNED, SourceCheck, SourceImageChecker
-from modelseal.operator.status_modes import StatusWriter, phase_writers
+from modelseal.operator.settings import OperatorSettings
+from modelseal.operator.source_image import SourceCheck, SourceImageChecker
+from modelseal.operator.verdict_cache import VerdictCache
 
 __all__ = ["ModelKey", "Reconciler"]
 
@@ -46,32 +54,10 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-_WRITE_ATTEMPTS = 5  # a write that races LLMKube's is recomputed from a fresh read this often
-_FLIPS = 3  # in full mode, the phase changed under modelseal this often: another controller writes it
-
-
 @dataclass
 class _Checked:
     at: datetime
     blocked: bool
-
-
-def _verdict(generation: int, outcome: GateOutcome | None, source: SourceCheck | None) -> ModelVerdict:
-    """What the webhook is told: admitted when the attestation is and the source check does not refuse."""
-    if outcome is not None and not outcome.admitted:
-        return ModelVerdict(generation, False, outcome.message)
-    if source is not None and not source.verified and source.reason != REASON_NOT_PINNED:
-        return ModelVerdict(generation, False, source.message)
-    return ModelVerdict(generation, True, outcome.message if outcome else "the attestation gate is off")
-
-
-def _summary(outcome: GateOutcome | None, publication: Publication | None) -> str:
-    text = outcome.message if outcome else "gate off"
-    if publication is not None:
-        text += f"; prefetchOCI {publication.phase}" + (
-            f": {publication.message}" if publication.message else ""
-        )
-    return text
 
 
 class Reconciler:
@@ -97,15 +83,16 @@ class Reconciler:
         self.configmaps: dict[tuple[str, str], ConfigMapRead] = {}
         self._locks: dict[ModelKey, asyncio.Lock] = {}
         self._retired: list[KubeApi] = []
-        self.publications = PrefetchJobs(settings.publisher_image, settings.registry_access.plain_http)
-        self.sources = SourceImageChecker(settings.registry_access)
-        self.writer = StatusWriter(settings.model_status)
-        #: the latest decision per Model, which the admission webhook answers from
+        self.publications = PrefetchJobs(
+            settings.publisher_image,
+            settings.registry_access.plain_http,
+            allow_plain_http_sources=settings.allow_plain_http_sources,
+        )
+        self.sources = SourceImageChecker(settings.registry_access, on_settled=self._judge_again)
+        self.status = ModelStatus(settings.model_status, self.metrics)
+        self.evictions = Evictions(self.metrics)
+        #: the latest verdict per Model, which the admission webhook answers from
         self.verdicts: dict[ModelKey, ModelVerdict] = {}
-        self._phase_written: dict[ModelKey, str] = {}
-        self._flips: dict[ModelKey, int] = {}
-        self.contested: dict[ModelKey, str] = {}  # full mode: Models whose phase another controller writes
-        self._evict_pending: set[ModelKey] = set()  # Pods a disruption budget kept: evicted again later
 
     def use_api(self, api: KubeApi) -> None:
         """Talk through ``api`` from now on (fresh credentials); the old client closes at the end."""
@@ -114,7 +101,8 @@ class Reconciler:
         self.api = api
 
     async def close(self) -> None:
-        """Close every API client this reconciler used."""
+        """Stop the source checks; close every API client this reconciler used."""
+        await self.sources.close()
         for api in [*self._retired, self.api]:
             if api is not None:
                 await api.close()
@@ -130,19 +118,17 @@ class Reconciler:
         return key
 
     def forget(self, key: ModelKey) -> None:
-        for kept in (self.verdicts, self._phase_written, self._flips, self.contested):
-            kept.pop(key, None)
-        self._evict_pending.discard(key)
+        self.status.forget(key)
+        self.evictions.forget(key)
+        self.verdicts.pop(key, None)
         self.models.pop(key, None)
         self.checked.pop(key, None)
         self._locks.pop(key, None)
 
     def verdict_for(self, namespace: str, name: str) -> tuple[int, ModelVerdict | None] | None:
-        """For the webhook: the Model's current generation and latest verdict (None: unknown Model)."""
+        """For the webhook: the Model's current generation and latest verdict (None: an unknown Model)."""
         model = self.models.get((namespace, name))
-        if model is None:
-            return None
-        return int(model["metadata"].get("generation") or 1), self.verdicts.get((namespace, name))
+        return None if model is None else (generation_of(model), self.verdicts.get((namespace, name)))
 
     def observe_configmap(self, namespace: str, name: str, body: Mapping[str, Any] | None) -> list[ModelKey]:
         """Record a ConfigMap the watch reported (None: deleted); return the Models it affects.
@@ -224,8 +210,8 @@ class Reconciler:
         keys = self.settings.trusted_keys
         # the trusted keys are shared by every Model: a recheck pass reads them once, up front
         trusted = await self._configmap(keys[0], keys[1], fresh=False) if keys else None
-        if trusted is not None and trusted.error is not None:
-            return trusted, None
+        if (trusted is not None and trusted.error is not None) or not is_subdomain(ref[0]):
+            return trusted, None  # a name that is not a ConfigMap's is refused by the gate, never asked for
         return trusted, await self._configmap(namespace, ref[0], fresh)
 
     async def _after_gate(
@@ -233,20 +219,49 @@ class Reconciler:
     ) -> tuple[SourceCheck | None, Publication | None]:
         """What follows an admission: the ``oci://`` source check, then the publication.
 
-        Nothing follows a blocking refusal; in warn mode the source check reports only.
+        Nothing follows a blocking refusal, nor a source check still running; in
+        warn mode the source check reports only.
         """
         assert self.api is not None
         if outcome is not None and outcome.blocks:
             return None, None
-        source = await self.sources.check(model["spec"]) if outcome is not None else None
+        meta = model["metadata"]
+        key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
+        source = await self.sources.check(model["spec"], waiter=key) if outcome is not None else None
         if source is not None and self.settings.mode is not Mode.ENFORCE:
-            source = replace(source, blocks=False)
-        if not isinstance(model["spec"].get("prefetchOCI"), dict) or (source is not None and source.blocks):
+            source = replace(source, blocks=False, pending=False)
+        if not isinstance(model["spec"].get("prefetchOCI"), dict) or (
+            source is not None and (source.blocks or source.pending)
+        ):
             return source, None
         return source, await self.publications.follow(self.api, model, generation, fresh=fresh)
 
+    async def judge(self, key: ModelKey, model: Mapping[str, Any], now: datetime, fresh: bool) -> Judgement:
+        """The gate, the source check and the publication for one Model; never raises.
+
+        An unexpected exception becomes :meth:`GateOutcome.internal_error`: Failed
+        in enforce mode, reported in the ``AttestationVerified`` condition otherwise.
+        """
+        doing = "reading the Model's ConfigMaps"
+        try:
+            spec = model["spec"]
+            trusted, attestation = await self._read(spec, key[0], fresh)
+            doing = "judging the attestation"
+            # signatures are checked in a thread: a costly envelope must not stall every other Model
+            outcome = await asyncio.to_thread(
+                evaluate_gate, spec, key[0], self.settings, trusted=trusted, attestation=attestation,
+                now=now, cache=self.cache,
+            )  # fmt: skip
+            doing = "checking the source and the publication"
+            generation = generation_of(model)
+            source, publication = await self._after_gate(model, outcome, generation, fresh)
+            return Judgement(outcome, source, publication)
+        except Exception as e:  # the one safety net: a crash is a refusal, never a stale status
+            self.metrics.internal_errors.inc()
+            return internal_error(e, doing, model, self.settings.mode)
+
     async def reconcile(self, key: ModelKey, *, fresh: bool = False) -> GateOutcome | None:
-        """Decide one Model and write its status if it changed.
+        """Decide one Model and write its status if it changed; never raises.
 
         ``fresh`` reads the Model's own ConfigMap and Job from the API instead of the
         watch's copies (the trusted keys are refreshed once per pass, by :meth:`recheck`).
@@ -258,128 +273,37 @@ class Reconciler:
                 return None
             started = time.perf_counter()
             now = self.clock()
-            spec = model["spec"]
-            trusted, attestation = await self._read(spec, key[0], fresh)
-            outcome = evaluate_gate(spec, key[0], self.settings, trusted=trusted, attestation=attestation,
-                                    now=now, cache=self.cache)  # fmt: skip
+            judged = await self.judge(key, model, now, fresh)
+            outcome, source, publication = judged.outcome, judged.source, judged.publication
             if outcome is not None:
                 result = "admitted" if outcome.admitted else "refused"
                 self.metrics.verifications.labels(result=result, reason=outcome.code.value).inc()
-            generation = int(model["metadata"].get("generation") or 1)
-            source, publication = await self._after_gate(model, outcome, generation, fresh)
             if source is not None:
                 self.metrics.source_checks.labels(reason=source.reason).inc()
             blocked = any(x is not None and x.blocks for x in (outcome, source))
-            before = self.verdicts.get(key)
-            self.verdicts[key] = verdict = _verdict(generation, outcome, source)
-            await self._write(key, model, generation, now, outcome, publication, source)
-            # evict when a Model turns refused, and once after a restart (its Pods may predate it)
-            turned = before is None or before.admitted or key in self._evict_pending
-            if blocked and self.settings.evict_on_revoke and turned:
-                await self._evict(key, model, verdict, now)
             waiting = publication is not None and (publication.in_progress or publication.phase == FAILED)
+            waiting = waiting or (source is not None and source.pending)
+            before = self.verdicts.get(key)
+            self.verdicts[key] = verdict = judged.verdict(generation_of(model))
+            try:
+                await self.status.write(self.api, key, model, judged, now, self._remember_fresh)
+                if self.settings.evict_on_revoke and self.evictions.due(key, before, blocked):
+                    await self.evictions.evict(self.api, key, model, verdict, now)
+            except Exception as e:
+                _logger.error(
+                    "Model %s/%s: the status was not written: %s", key[0], key[1], unexpected(e, "writing")
+                )
+                blocked = True
             self.checked[key] = _Checked(now, blocked or waiting)
             self.metrics.reconcile_seconds.observe(time.perf_counter() - started)
             return outcome
 
-    async def _write(
-        self,
-        key: ModelKey,
-        model: dict[str, Any],
-        generation: int,
-        now: datetime,
-        outcome: GateOutcome | None,
-        publication: Publication | None,
-        source: SourceCheck | None,
-    ) -> None:
-        """Write what the mode writes of the decision, if anything changed; post its Events.
+    async def _judge_again(self, waiters: set[Hashable]) -> None:
+        """A source check ended: judge the Models that waited for it again."""
+        await self.reconcile_many([key for key in self.models if key in waiters])
 
-        In conditions mode a write carries the resourceVersion it was computed from; when
-        LLMKube wrote in between, the Model is read again and the write recomputed.
-        """
-        assert self.api is not None
-        for _ in range(_WRITE_ATTEMPTS):
-            status = model["status"]
-            view = self.writer.view(status)
-            decided = desired_status(view, generation, outcome, now, publication, source)
-            desired = self.writer.desired(status, decided, generation, now)
-            patch = self.writer.patch(status, desired, model["metadata"].get("resourceVersion"))
-            if patch is None or await self._contested(key, model, desired, now):
-                return
-            try:
-                written = await self.api.patch_model_status(key[0], key[1], patch)
-            except StatusConflictError:
-                fresh = await self.api.read_model(*key)
-                if fresh is None:
-                    return
-                model = self.models[self.remember(fresh)]
-                continue
-            model["status"] = desired
-            if written is not None:
-                model["metadata"]["resourceVersion"] = (written.get("metadata") or {}).get("resourceVersion")
-            if "phase" in patch["status"]:
-                self._phase_written[key] = desired["phase"]
-            self.metrics.status_writes.inc()
-            for event in transitions(self.writer.events_view(view), self.writer.events_view(decided)):
-                await self.api.post_event(model, event.type, event.reason, event.message, now)
-                if event.reason in ("PublicationSucceeded", "PublicationFailed"):
-                    self.metrics.publications.labels(phase=event.reason.removeprefix("Publication")).inc()
-            _logger.info("Model %s/%s: %s", key[0], key[1], _summary(outcome, publication))
-            return
-        _logger.warning("Model %s/%s: status not written, it kept changing under modelseal", *key)
-
-    async def _contested(
-        self, key: ModelKey, model: Mapping[str, Any], desired: Mapping[str, Any], now: datetime
-    ) -> bool:
-        """Full mode: is another controller writing this Model's phase? Then stop flipping it."""
-        if self.writer.mode is not StatusMode.FULL:
-            return False
-        if key in self.contested:
-            return True
-        current, written = model["status"].get("phase"), self._phase_written.get(key)
-        if written is not None and current != written and desired.get("phase") != current:
-            self._flips[key] = self._flips.get(key, 0) + 1
-        writers = phase_writers(model["metadata"])
-        if not writers and self._flips.get(key, 0) < _FLIPS:
-            return False
-        who = ", ".join(writers) or f"another controller (the phase changed under modelseal {_FLIPS} times)"
-        self.contested[key] = who
-        message = (
-            f"status.phase is also written by {who}: modelseal stops writing this Model's status;"
-            " beside LLMKube, run the operator with --model-status=conditions"
-        )
-        self.metrics.status_conflicts.inc()
-        _logger.error("Model %s/%s: %s", key[0], key[1], message)
-        assert self.api is not None
-        await self.api.post_event(model, "Warning", "SecondStatusWriter", message, now)
-        return True
-
-    async def _evict(
-        self, key: ModelKey, model: Mapping[str, Any], verdict: ModelVerdict, now: datetime
-    ) -> None:
-        """``--evict-on-revoke``: a Model that turned refused loses its running Pods."""
-        assert self.api is not None
-        evicted: list[str] = []
-        held: list[str] = []
-        for pod in await self.api.list_model_pods(*key):
-            meta = pod.get("metadata") or {}
-            name, labels = str(meta.get("name") or ""), meta.get("labels") or {}
-            # the label is checked again here: the selector was the API's to apply
-            if name and labels.get(MODEL_LABEL) == key[1] and not meta.get("deletionTimestamp"):
-                (evicted if await self.api.evict_pod(key[0], name) else held).append(name)
-        was_pending = key in self._evict_pending
-        if held:
-            self._evict_pending.add(key)
-        else:
-            self._evict_pending.discard(key)
-        self.metrics.evictions.inc(len(evicted))
-        if evicted or (held and not was_pending):
-            message = (
-                f"evicted {len(evicted)} Pod(s) of a Model that is no longer admitted: {verdict.message}"
-            )
-            if held:
-                message += f"; {len(held)} held by a disruption budget, retried at the next recheck"
-            await self.api.post_event(model, "Warning", "PodsEvicted", message, now)
+    def _remember_fresh(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        return self.models[self.remember(body)]
 
     async def reconcile_many(
         self, keys: list[ModelKey], *, fresh: bool = False, concurrency: int = 16
@@ -398,6 +322,9 @@ class Reconciler:
         keys = self.due(self.clock())
         trusted = self.settings.trusted_keys
         if keys and trusted is not None and self.api is not None:
-            self.configmaps[trusted] = await self.api.read_configmap(*trusted)
+            try:
+                self.configmaps[trusted] = await self.api.read_configmap(*trusted)
+            except KubeError as e:  # the pass goes on: every Model is refused for it, none stays stale
+                self.configmaps[trusted] = ConfigMapRead(error=str(e))
         await self.reconcile_many(keys, fresh=True)
         return len(keys)

@@ -11,7 +11,8 @@ from modelseal import __version__
 from modelseal.attest.policy import TrustPolicy, load_policy
 from modelseal.attest.verdict import Mode
 from modelseal.durations import parse_max_age
-from modelseal.errors import UsageError
+from modelseal.errors import InputError, UsageError
+from modelseal.operator.names import check_label, check_subdomain
 from modelseal.operator.source_image import RegistryAccess
 
 __all__ = [
@@ -61,7 +62,12 @@ def parse_trusted_keys(text: str, mode: Mode) -> tuple[str, str] | None:
             "--model-attestation-trusted-keys must be namespace/name when --model-attestation is warn"
             f' or enforce (got "{text}")'
         )
-    return namespace, name
+    try:
+        return check_label(namespace, "--model-attestation-trusted-keys namespace"), check_subdomain(
+            name, "--model-attestation-trusted-keys ConfigMap"
+        )
+    except InputError as e:
+        raise UsageError(e.message) from None
 
 
 class StatusMode(enum.Enum):
@@ -139,6 +145,8 @@ class OperatorSettings:
     model_status: StatusMode = StatusMode.FULL
     webhook: WebhookSettings | None = None
     evict_on_revoke: bool = False
+    #: prefetchOCI Jobs may download ``http://`` sources (labs only: nothing protects the bytes in transit)
+    allow_plain_http_sources: bool = False
 
     @property
     def trusted_keys_ref(self) -> str:
@@ -164,6 +172,7 @@ class OperatorSettings:
         admission_webhook_cert: str | None = None,
         admission_webhook_key: str | None = None,
         evict_on_revoke: bool = False,
+        allow_plain_http_sources: bool = False,
     ) -> OperatorSettings:
         """Validate the flags as LLMKube does, plus modelseal's own.
 
@@ -200,6 +209,7 @@ class OperatorSettings:
             model_status=StatusMode.parse(model_status),
             webhook=_webhook(admission_webhook, admission_webhook_cert, admission_webhook_key),
             evict_on_revoke=evict_on_revoke,
+            allow_plain_http_sources=allow_plain_http_sources,
         )
 
 

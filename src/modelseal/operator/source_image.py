@@ -1,49 +1,71 @@
-"""The consumer check for ``oci://`` sources: pinned by digest, and the primary file's digest recorded.
+"""The consumer check for ``oci://`` sources: the primary file's bytes are the attested ones.
 
 LLMKube mounts an ``oci://`` source as an ImageVolume and neither downloads
 nor fingerprints it, so the attestation's digest (``spec.sha256``) is never
-compared with the bytes served. This check closes that gap from the image's
-manifest alone (no layer is pulled): the image modelseal published records
-each file's SHA-256, and the primary file's must equal ``spec.sha256``. A tag
-is reported, since it can move after the check.
+compared with the bytes served. This check closes that gap: it streams every
+layer of the image once (:func:`modelseal.publish.contents.check_served`),
+checks each blob against the manifest's digest and each tar stream for
+exactly one regular file named as its title, and hashes the primary file.
+Layer annotations are not trusted: whoever pushes an image writes them.
+
+The read runs in a thread of the checker's own pool of two, so the event
+loop never blocks and at most two images are read at once, each in chunks
+of 1 MiB. The first reconcile starts it and the Model reads Pending
+("verifying source image"); when it ends, ``on_settled`` is called with the
+Models that waited, and the reconciler judges them again. A verdict (the
+bytes match, or they do not) is cached by image digest and ``spec.sha256``:
+an image pinned by digest cannot change. A failure to read is not: it is
+reported, and the read is tried again on a later reconcile, at most every
+``retry_after`` seconds. A tag is resolved to its digest on every check
+and reported, since it can move after the check.
 
 In enforce mode a failed check blocks the Model as a refused attestation
-does; in warn mode it is reported only. A digest-pinned image cannot change,
-so its result is cached.
+does; in warn mode it is reported only.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import threading
+import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 from modelseal.errors import Error, VerificationError
 from modelseal.publish.auth import load_docker_config
-from modelseal.publish.contents import check_primary, describe
+from modelseal.publish.contents import check_served, describe, primary_file
 from modelseal.publish.reference import ImageReference, parse_reference
 from modelseal.publish.registry import RegistryClient
 
 __all__ = ["SOURCE_IMAGE_VERIFIED", "RegistryAccess", "SourceCheck", "SourceImageChecker", "judge"]
+
+_logger = logging.getLogger(__name__)
 
 SOURCE_IMAGE_VERIFIED = "SourceImageVerified"
 REASON_VERIFIED = "Verified"
 REASON_NOT_PINNED = "SourceNotPinned"
 REASON_MISMATCH = "SourceImageMismatch"
 REASON_UNREADABLE = "SourceImageUnreadable"
+REASON_VERIFYING = "VerifyingSourceImage"
+VERIFYING = "verifying source image"
 _CACHE_SIZE = 1024
+
+Waiters = set[Hashable]
 
 
 @dataclass(frozen=True)
 class SourceCheck:
-    """The ``SourceImageVerified`` condition, and whether enforce mode blocks on it."""
+    """The ``SourceImageVerified`` condition, and whether enforce mode blocks (or waits) on it."""
 
     verified: bool
     reason: str
     message: str
     blocks: bool = False
+    pending: bool = False
 
 
 @dataclass(frozen=True)
@@ -55,48 +77,75 @@ class RegistryAccess:
     plain_http: frozenset[str] = frozenset()
 
 
-def judge(ref: ImageReference, sha256: str, info: Mapping[str, Any] | None, error: str | None) -> SourceCheck:
-    """The check's result from what the registry said (``info``, :func:`describe`'s) or its error."""
-    unpinned = (
-        "" if ref.digest else f"; {ref.oci} is not pinned by digest: a tag can move, pin it with @sha256:"
-    )
-    if error is not None:
+@dataclass(frozen=True)
+class _Verdict:
+    primary: str | None  # the primary file's path when its bytes matched
+    error: Exception | None
+    at: float
+
+
+def judge(ref: ImageReference, sha256: str, primary: str | None, error: Exception | None) -> SourceCheck:
+    """The condition for ``ref`` from a check's outcome: the primary file that matched, or the error."""
+    want = sha256.strip().lower()
+    if isinstance(error, VerificationError):
+        return SourceCheck(False, REASON_MISMATCH, str(error), blocks=True)
+    if isinstance(error, Error):
         return SourceCheck(False, REASON_UNREADABLE, f"{ref.oci}: {error}", blocks=True)
-    assert info is not None
-    try:
-        check_primary(dict(info), sha256)
-    except VerificationError as e:
-        return SourceCheck(False, REASON_MISMATCH, f"{e}", blocks=True)
-    primary = info.get("primary") or (info.get("files") or [{}])[0].get("path")
+    if error is not None:
+        why = f"{ref.oci}: the check failed unexpectedly ({type(error).__name__})"
+        return SourceCheck(False, REASON_UNREADABLE, why, blocks=True)
+    served = f"the primary file {primary} has SHA-256 {want} (its bytes were read)"
     if not ref.digest:
-        message = f"{info.get('image')} records {sha256.lower()} for {primary}{unpinned}"
-        return SourceCheck(False, REASON_NOT_PINNED, message)
-    return SourceCheck(True, REASON_VERIFIED, f"{ref.oci} records {sha256.lower()} for {primary}")
+        unpinned = f"{ref.oci} is not pinned by digest: a tag can move, pin it with @sha256:"
+        return SourceCheck(False, REASON_NOT_PINNED, f"{served}; {unpinned}")
+    return SourceCheck(True, REASON_VERIFIED, f"{ref.oci}: {served}")
 
 
 class SourceImageChecker:
-    """Checks ``oci://`` sources against their registry, caching digest-pinned results."""
+    """Checks ``oci://`` sources against the bytes their registry serves, in the background."""
 
     def __init__(
         self,
         access: RegistryAccess | None = None,
         *,
-        describe_image: Callable[[ImageReference], dict[str, Any]] | None = None,
+        on_settled: Callable[[Waiters], Awaitable[None]] | None = None,
+        concurrency: int = 2,
+        retry_after: float = 30.0,
     ) -> None:
         self.access = access or RegistryAccess()
-        self._describe = describe_image or self._read_manifest
-        self._cache: OrderedDict[tuple[str, str], SourceCheck] = OrderedDict()
-        self.reads = 0
+        self.on_settled = on_settled
+        self.retry_after = retry_after
+        self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="source-image")
+        self._stop = threading.Event()
+        self._verdicts: OrderedDict[tuple[str, str], _Verdict] = OrderedDict()
+        self._failures: OrderedDict[tuple[str, str], _Verdict] = OrderedDict()
+        self._running: dict[tuple[str, str], asyncio.Task[None]] = {}
+        self._waiters: dict[tuple[str, str], Waiters] = {}
+        self.reads = 0  # content checks started
 
-    def _read_manifest(self, ref: ImageReference) -> dict[str, Any]:
+    def _client(self, ref: ImageReference) -> RegistryClient:
         credentials = load_docker_config(self.access.docker_config).credentials_for(ref.registry)
         plain = ref.registry in self.access.plain_http
-        with RegistryClient(ref, credentials=credentials, plain_http=plain, ca_file=self.access.ca_file,
-                            retries=2, push=False, user_agent="modelseal-operator") as client:  # fmt: skip
-            return describe(client, ref)
+        return RegistryClient(ref, credentials=credentials, plain_http=plain, ca_file=self.access.ca_file,
+                              retries=2, push=False, user_agent="modelseal-operator")  # fmt: skip
 
-    async def check(self, spec: Mapping[str, Any]) -> SourceCheck | None:
-        """The check for this Model, or None when its source is not ``oci://`` or it has no sha256."""
+    def _resolve(self, ref: ImageReference) -> ImageReference:
+        with self._client(ref) as client:
+            return ref.pinned(describe(client, ref)["digest"])
+
+    def _read(self, ref: ImageReference, sha256: str) -> str:
+        """Blocking: the primary file's path once its bytes hash to ``sha256``."""
+        with self._client(ref) as client:
+            info = describe(client, ref)
+            check_served(client, info, sha256, stop=self._stop)
+            return str(primary_file(info)["path"])
+
+    async def check(self, spec: Mapping[str, Any], waiter: Hashable | None = None) -> SourceCheck | None:
+        """The check for this Model, or None when its source is not ``oci://`` or it has no sha256.
+
+        Pending (``pending=True``) while the image is read; ``waiter`` is then
+        handed to ``on_settled`` when the verdict is known.
+        """
         source = spec.get("source")
         if not isinstance(source, str) or not source.startswith("oci://"):
             return None
@@ -107,19 +156,64 @@ class SourceImageChecker:
         sha256 = spec.get("sha256")
         if not isinstance(sha256, str) or not sha256:
             return None  # the attestation gate already refuses a Model without spec.sha256
-        key = (str(ref), sha256.lower())
-        cached = self._cache.get(key)
-        if cached is not None:
-            self._cache.move_to_end(key)
-            return cached
-        self.reads += 1
+        pinned = ref
+        if not ref.digest:
+            try:
+                pinned = await asyncio.to_thread(self._resolve, ref)
+            except Exception as e:  # a manifest that breaks the parser is a refusal, never an escape
+                if not isinstance(e, Error):
+                    _logger.exception("resolving %s failed unexpectedly", ref.oci)
+                return judge(ref, sha256, None, e)
+        assert pinned.digest is not None
+        key = (pinned.digest, sha256.strip().lower())
+        verdict = self._verdicts.get(key)
+        if verdict is not None:
+            self._verdicts.move_to_end(key)
+            return judge(ref, sha256, verdict.primary, verdict.error)
+        if waiter is not None:
+            self._waiters.setdefault(key, set()).add(waiter)
+        failure = self._failures.get(key)
+        if key not in self._running and (
+            failure is None or time.monotonic() - failure.at >= self.retry_after
+        ):
+            self.reads += 1
+            self._running[key] = asyncio.create_task(self._verify(key, pinned))
+        if failure is not None:
+            return judge(ref, sha256, None, failure.error)
+        return SourceCheck(False, REASON_VERIFYING, VERIFYING, pending=True)
+
+    async def _verify(self, key: tuple[str, str], ref: ImageReference) -> None:
         try:
-            info, error = await asyncio.to_thread(self._describe, ref), None
-        except Error as e:
-            info, error = None, str(e)
-        result = judge(ref, sha256, info, error)
-        if ref.digest and error is None:  # an image pinned by digest never changes; a read error may pass
-            self._cache[key] = result
-            while len(self._cache) > _CACHE_SIZE:
-                self._cache.popitem(last=False)
-        return result
+            loop = asyncio.get_running_loop()
+            primary = await loop.run_in_executor(self._pool, self._read, ref, key[1])
+            verdict = _Verdict(primary, None, time.monotonic())
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # every failure is a verdict: none may escape a background task
+            if not isinstance(e, Error):
+                _logger.exception("checking %s failed unexpectedly", ref.oci)
+            verdict = _Verdict(None, e, time.monotonic())
+        finally:
+            self._running.pop(key, None)
+        final = verdict.error is None or isinstance(verdict.error, VerificationError)
+        cache, other = (self._verdicts, self._failures) if final else (self._failures, self._verdicts)
+        cache[key] = verdict
+        other.pop(key, None)
+        while len(cache) > _CACHE_SIZE:
+            cache.popitem(last=False)
+        waiters = self._waiters.pop(key, set())
+        if waiters and self.on_settled is not None:
+            await self.on_settled(waiters)
+
+    async def settle(self) -> None:
+        """Wait until no check is running (the Models that waited judged again)."""
+        while self._running:
+            await asyncio.gather(*self._running.values(), return_exceptions=True)
+
+    async def close(self) -> None:
+        """Stop the checks that run: a thread stops at its next chunk."""
+        self._stop.set()
+        for task in list(self._running.values()):
+            task.cancel()
+        await asyncio.gather(*self._running.values(), return_exceptions=True)
+        self._pool.shutdown(wait=False, cancel_futures=True)

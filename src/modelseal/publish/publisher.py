@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from modelseal.attest.digest import list_model_files
+from modelseal.attest.walk import ModelDir, walk_model_dir
 from modelseal.errors import InputError, RegistryError
 from modelseal.publish import layout
 from modelseal.publish.reference import ImageReference
@@ -91,12 +91,13 @@ class PublishResult:
         }
 
 
-def plan_files(files: list[str], from_dir: str | None, primary: str | None) -> list[StagedFile]:
+def plan_files(files: list[str], from_dir: str | ModelDir | None, primary: str | None) -> list[StagedFile]:
     """Decide the image path of each file, primary first.
 
     ``files`` are ``LOCAL`` (published at the root under its base name) or
     ``IMAGE/PATH=LOCAL``; ``from_dir`` publishes every file under a
-    directory at its relative path (socair's walk rules). Without
+    directory at its relative path (socair's walk rules; a symlink leading
+    out of it is refused unless ``from_dir`` is a walk that allowed it). Without
     ``primary`` the first file named is primary; a directory of several files
     needs ``primary``.
 
@@ -107,9 +108,10 @@ def plan_files(files: list[str], from_dir: str | None, primary: str | None) -> l
     if from_dir is not None:
         if files:
             raise InputError("give files or --from, not both")
-        staged = [StagedFile(rel, full) for rel, full, _ in list_model_files(from_dir)]
+        walked = from_dir if isinstance(from_dir, ModelDir) else walk_model_dir(from_dir, outside_links=False)
+        staged = [StagedFile(f.path, f.source) for f in walked.files]
         if primary is None and len(staged) > 1:
-            raise InputError(f"{from_dir} holds {len(staged)} files: name the primary one with --primary")
+            raise InputError(f"{walked.root} holds {len(staged)} files: name the primary one with --primary")
     else:
         for arg in files:
             image_path, sep, local = arg.partition("=")

@@ -11,6 +11,7 @@ errors or logs.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import ssl
@@ -293,6 +294,74 @@ class RegistryClient:
         media_type = r.headers.get("Content-Type", "").split(";")[0].strip()
         return body, media_type, digest
 
+    # -- reading blobs ---------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def open_blob(self, digest: str, *, chunk_size: int = 1024 * 1024) -> Iterator[Iterator[bytes]]:
+        """Stream a blob: yields an iterator of its raw bytes, at most ``chunk_size`` at a time.
+
+        Redirects (a registry may serve blobs from a CDN) are followed up to
+        :data:`MAX_REDIRECTS` times, never from HTTPS to plain HTTP; credentials
+        go only to this registry's own scheme, host and port. Nothing is
+        decompressed: the caller hashes exactly what was sent and checks the digest.
+
+        Raises:
+            RegistryError: absent, refused, unreachable, or broken off mid-stream.
+        """
+        what = f"fetch blob {digest[:19]}"
+        response = self._blob_response(self.resolve(f"/v2/{self.repository}/blobs/{digest}"), what)
+        try:
+            yield _raw_chunks(response, chunk_size, what)
+        finally:
+            response.close()
+
+    def _blob_response(self, url: str, what: str) -> httpx.Response:
+        own = urllib.parse.urlsplit(self.base)
+        authenticated, attempt, redirects = False, 0, 0
+        while True:
+            parts = urllib.parse.urlsplit(url)
+            at_home = (parts.scheme, parts.netloc.lower()) == (own.scheme, own.netloc.lower())
+            headers = {"Accept-Encoding": "identity"}
+            if self._authorization and at_home:
+                headers["Authorization"] = self._authorization
+            try:
+                request = self._client.build_request("GET", url, headers=headers)
+                response = self._client.send(request, stream=True)
+            except httpx.InvalidURL:
+                raise RegistryError(f"{what}: the registry redirected to an invalid URL") from None
+            except httpx.TransportError as e:
+                _refuse_tls_failure(e, parts.netloc)
+                attempt = self.retry_pause(attempt, what, f"{type(e).__name__}: {e}")
+                continue
+            status = response.status_code
+            if status == 200:
+                return response
+            location = response.headers.get("Location", "")
+            body = _capped_body(response, MAX_ERROR_BODY)
+            if status == 401 and at_home and not authenticated:
+                self.answer_challenge(response)
+                authenticated = True
+            elif status in (301, 302, 303, 307, 308) and location:
+                redirects += 1
+                try:
+                    target = urllib.parse.urljoin(url, location)
+                    scheme = urllib.parse.urlsplit(target).scheme
+                except ValueError:
+                    raise RegistryError(f"{what}: the registry redirected to an invalid URL") from None
+                if redirects > MAX_REDIRECTS:
+                    raise RegistryError(f"{what}: more than {MAX_REDIRECTS} redirects")
+                if scheme not in ("http", "https") or (scheme == "http" and parts.scheme == "https"):
+                    raise RegistryError(
+                        f"{what}: a redirect from {parts.scheme} to {scheme or 'no scheme'} is refused"
+                    )
+                url = target
+            elif status == 404:
+                raise RegistryError(f"{what}: no such blob in {self.host}/{self.repository}")
+            elif status in RETRY_STATUSES:
+                attempt = self.retry_pause(attempt, what, f"HTTP {status}", response)
+            else:
+                raise registry_error(httpx.Response(status, content=body), what)
+
 
 def _refuse_tls_failure(error: httpx.TransportError, host: str) -> None:
     """A certificate that does not verify will not verify on a retry: say so at once."""
@@ -308,3 +377,31 @@ def _refuse_tls_failure(error: httpx.TransportError, host: str) -> None:
                 f"TLS: {host} does not speak HTTPS; pass --plain-http for a plain HTTP registry"
             )
         cause = cause.__cause__ or cause.__context__
+
+
+# reading blobs: redirects followed, bytes of an error body kept
+MAX_REDIRECTS = 5
+MAX_ERROR_BODY = 64 * 1024
+
+
+def _capped_body(response: httpx.Response, cap: int) -> bytes:
+    """At most ``cap`` bytes of a streamed response's body, then the response is closed."""
+    data = bytearray()
+    try:
+        for chunk in response.iter_raw():
+            data += chunk[: cap - len(data)]
+            if len(data) >= cap:
+                break
+    except httpx.HTTPError:
+        pass  # an error body is a courtesy
+    finally:
+        response.close()
+    return bytes(data)
+
+
+def _raw_chunks(response: httpx.Response, chunk_size: int, what: str) -> Iterator[bytes]:
+    """The body as sent, a broken connection as a :class:`RegistryError`."""
+    try:
+        yield from response.iter_raw(chunk_size)
+    except httpx.HTTPError as e:
+        raise RegistryError(f"{what}: the download broke off ({type(e).__name__})") from None
