@@ -102,10 +102,9 @@ def cached_evaluate(
     """
     timeless = (hashlib.sha256(envelope).hexdigest(), policy.fingerprint(), sha.strip().lower(), "")
     dated = bool(policy.max_age or policy.windows)
-    minute = (*timeless[:3], now.strftime("%Y%m%d%H%M"))
-    timed = minute if dated else timeless
+    timed = (*timeless[:3], now.strftime("%Y%m%d%H%M")) if dated else timeless
     if cache is not None:
-        verdict = cache.get(timeless) or cache.get(minute)
+        verdict = cache.get(timeless) or (cache.get(timed) if dated else None)
         if verdict is not None:
             return verdict
     parsed = _capped(envelope)
@@ -114,8 +113,8 @@ def cached_evaluate(
         if isinstance(parsed, Verdict)
         else evaluate(parsed, policy, expected=ExpectedDigest(sha), now=now)
     )
-    if cache is not None:
-        # a report from the future is admissible later, whatever the policy says of dates
-        later = minute if verdict.reason == Reason.ISSUED_IN_FUTURE else timed
-        cache.put(timeless if verdict.reason in _TIMELESS else later, verdict)
+    # a report from the future is admissible later, whatever the policy says of dates: without
+    # dates in the key it is not kept at all (with them, it is kept for the minute)
+    if cache is not None and (dated or verdict.reason != Reason.ISSUED_IN_FUTURE):
+        cache.put(timeless if verdict.reason in _TIMELESS else timed, verdict)
     return verdict
