@@ -17,22 +17,33 @@ def documents(path: Path) -> list[dict[str, Any]]:
 
 
 def by_kind(kind: str) -> list[dict[str, Any]]:
-    return [d for p in DEPLOY.glob("*.yaml") for d in documents(p) if d.get("kind") == kind]
+    """Every manifest of ``kind`` in deploy/ (base, CRD and overlays; not the example)."""
+    return [
+        d
+        for p in sorted(DEPLOY.rglob("*.yaml"))
+        if p.name not in ("kustomization.yaml", "images.yaml") and "example" not in p.parts
+        for d in documents(p)
+        if d.get("kind") == kind
+    ]
 
 
 @pytest.mark.parametrize("path", sorted(DEPLOY.rglob("*.yaml")), ids=lambda p: str(p.relative_to(DEPLOY)))
 def test_every_manifest_parses_with_the_required_fields(path: Path) -> None:
+    if path.name == "images.yaml":
+        return  # a kustomize transformer configuration, not a manifest
     for doc in documents(path):
-        if doc.get("kind") == "Kustomization":
+        if doc.get("kind") in ("Kustomization", "Component") or path.name == "kustomization.yaml":
             for resource in doc["resources"]:
-                assert (path.parent / resource).is_file(), resource
+                assert (path.parent / resource).exists(), resource
             continue
         assert doc.get("apiVersion") and doc.get("kind") and doc["metadata"].get("name"), doc
 
 
-def test_kustomization_lists_every_manifest() -> None:
-    listed = set(documents(DEPLOY / "kustomization.yaml")[0]["resources"])
-    assert listed == {p.name for p in DEPLOY.glob("*.yaml")} - {"kustomization.yaml"}
+def test_each_kustomization_lists_every_manifest_beside_it() -> None:
+    for kustomization in DEPLOY.rglob("kustomization.yaml"):
+        listed = {r for r in documents(kustomization)[0]["resources"] if not r.startswith("..")}
+        beside = {p.name for p in kustomization.parent.glob("*.yaml")} - {"kustomization.yaml", "images.yaml"}
+        assert listed == beside, kustomization
 
 
 def schema() -> dict[str, Any]:
@@ -85,7 +96,8 @@ def test_crd_shape() -> None:
 
 
 def test_rbac_is_least_privilege() -> None:
-    [role] = by_kind("ClusterRole")
+    roles = {r["metadata"]["name"]: r for r in by_kind("ClusterRole")}
+    role = roles.pop("modelseal-operator")
     rules = {(tuple(r["apiGroups"]), tuple(r["resources"])): set(r["verbs"]) for r in role["rules"]}
     assert rules == {
         (("inference.llmkube.dev",), ("models",)): {"get", "list", "watch"},
@@ -96,10 +108,13 @@ def test_rbac_is_least_privilege() -> None:
         (("",), ("pods",)): {"list"},
         (("",), ("secrets",)): {"get"},
     }
-    [binding] = by_kind("ClusterRoleBinding")
     [account] = by_kind("ServiceAccount")
-    assert binding["subjects"][0]["name"] == account["metadata"]["name"]
-    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    for binding in by_kind("ClusterRoleBinding"):
+        assert binding["subjects"][0]["name"] == account["metadata"]["name"]
+    bound = {b["roleRef"]["name"] for b in by_kind("ClusterRoleBinding")}
+    assert bound == {r["metadata"]["name"] for r in by_kind("ClusterRole")}
+    [evict] = roles.values()  # --evict-on-revoke, in the llmkube overlay only
+    assert evict["rules"] == [{"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]}]
 
 
 def test_deployment_runs_the_enforcing_operator() -> None:
@@ -109,7 +124,7 @@ def test_deployment_runs_the_enforcing_operator() -> None:
     args = container["args"]
     assert args[:2] == ["operator", "run"] and "--model-attestation=enforce" in args
     assert any(a.startswith("--model-attestation-trusted-keys=") for a in args)
-    assert f"--publisher-image={container['image']}" in args  # the Jobs run the operator's own image
+    assert {"name": "MODELSEAL_PUBLISHER_IMAGE", "value": container["image"]} in container["env"]
     assert pod["serviceAccountName"] == by_kind("ServiceAccount")[0]["metadata"]["name"]
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
@@ -128,7 +143,7 @@ def test_operator_accepts_the_deployment_flags() -> None:
     )
     settings = OperatorSettings.from_flags(
         mode=args["model-attestation"], trusted_keys=args["model-attestation-trusted-keys"],
-        max_age=args["model-attestation-max-age"], recheck_interval=args["recheck-interval"],
+        recheck_interval=args["recheck-interval"],
     )  # fmt: skip
     assert settings.trusted_keys == ("modelseal-system", "socair-trusted-keys")
 

@@ -31,7 +31,7 @@ pytestmark = [
         not os.environ.get("KUBECONFIG"), reason="needs KUBECONFIG pointing at a real cluster"
     ),
 ]
-CRD = Path(__file__).resolve().parents[2] / "deploy" / "crd-models.yaml"
+CRD = Path(__file__).resolve().parents[2] / "deploy" / "crd" / "crd-models.yaml"
 
 
 def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
@@ -181,3 +181,71 @@ async def test_prefetch_oci_publishes_on_a_real_cluster(real_cluster: Cluster) -
     published = model["status"]["prefetchOCI"]
     assert published["phase"] == "Succeeded" and published["files"] == ["model.safetensors"]
     assert published["image"].startswith(f"oci://{registry}/models/sample@sha256:")
+
+
+WEBHOOK_HOST = os.environ.get("MODELSEAL_E2E_WEBHOOK_HOST", "")
+
+
+@pytest.mark.skipif(
+    not WEBHOOK_HOST,
+    reason="needs MODELSEAL_E2E_WEBHOOK_HOST, this machine's address as the API server sees it",
+)
+async def test_the_api_server_keeps_a_refused_models_pods_out(real_cluster: Cluster, tmp_path: Path) -> None:
+    """conditions mode + the webhook, registered with the real API server: a Pod of a refused
+    Model is denied with the reason; an admitted Model's Pod is created."""
+    import base64
+    import socket
+    from dataclasses import replace
+
+    from modelseal.operator.admission import MODEL_LABEL
+    from modelseal.operator.settings import StatusMode, WebhookSettings
+    from modelseal.operator.webhook import make_self_signed
+
+    cluster, ns = real_cluster, real_cluster.namespace
+    cert, key = make_self_signed([WEBHOOK_HOST], tmp_path)
+    with socket.socket() as s:
+        s.bind(("0.0.0.0", 0))
+        port = s.getsockname()[1]
+    settings = replace(OperatorSettings(mode=Mode.ENFORCE, trusted_keys=(ns, "socair-trusted-keys")),
+                       model_status=StatusMode.CONDITIONS,
+                       webhook=WebhookSettings("0.0.0.0", port, str(cert), str(key)))  # fmt: skip
+    name = f"modelseal-e2e-{ns}"
+    config = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+              "metadata": {"name": name}, "webhooks": [{
+                  "name": "pods.modelseal.dev", "admissionReviewVersions": ["v1"], "sideEffects": "None",
+                  "failurePolicy": "Fail", "timeoutSeconds": 5,
+                  "clientConfig": {"url": f"https://{WEBHOOK_HOST}:{port}/validate-pods",
+                                   "caBundle": base64.b64encode(cert.read_bytes()).decode()},
+                  "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                             "resources": ["pods"]}],
+                  "objectSelector": {"matchExpressions": [{"key": MODEL_LABEL, "operator": "Exists"}]},
+                  "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}}]}  # fmt: skip
+    await cluster.trusted_keys(OPERATOR_PUB)
+    await cluster.attestation("good", socair_envelope("authorized"))
+    await cluster.attestation("held", socair_envelope("withheld"))
+    path = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
+    assert (await cluster.client.post(path, json=config)).status_code == 201
+    try:
+        async with running_operator(None, settings, login=login, namespaces=(ns,), tick=1.0):
+            await cluster.new_model("admitted", attestation="good")
+            await cluster.new_model("refused", attestation="held")
+            for model in ("admitted", "refused"):
+                await cluster.wait(model, lambda m: condition(m, "modelseal.dev/AttestationVerified") is not None,
+                                   timeout=60)  # fmt: skip
+
+            async def create_pod(model: str) -> httpx.Response:
+                pod = {"apiVersion": "v1", "kind": "Pod",
+                       "metadata": {"generateName": f"{model}-", "labels": {MODEL_LABEL: model}},
+                       "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}}  # fmt: skip
+                return await cluster.client.post(f"/api/v1/namespaces/{ns}/pods", json=pod)
+
+            allowed = await create_pod("admitted")
+            denied = await create_pod("refused")
+        assert allowed.status_code == 201, allowed.text
+        assert (
+            denied.status_code == 403 and "is not admitted: attestation rejected" in denied.json()["message"]
+        )
+        refused = await cluster.model("refused")
+        assert "phase" not in (refused.get("status") or {})  # conditions mode never writes it
+    finally:
+        await cluster.client.delete(f"{path}/{name}")

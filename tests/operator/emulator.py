@@ -1,6 +1,7 @@
 """kmock 0.8 made realistic enough for kopf (reference/env.md §3.3).
 
-kmock gives no resourceVersion, uid, creationTimestamp or generation, loses
+kmock gives no resourceVersion, uid, creationTimestamp or generation, ignores
+a patch's ``metadata.resourceVersion`` precondition, loses
 watch events published while it replays existing objects, ignores
 ``?resourceVersion=`` on watches, answers 500 to a failed JSON-patch ``test``
 and does not support ``generateName``. This subclass fixes those, using kmock
@@ -12,28 +13,49 @@ from __future__ import annotations
 
 import datetime
 import itertools
+import re
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
+import aiohttp.web
 import attrs
 import jsonpatch
 import kmock
 from kmock._internal import enums
 
+_EVICTION = re.compile(r"/api/v1/namespaces/(?P<namespace>[^/]+)/pods/(?P<name>[^/]+)/eviction")
+
 
 @attrs.define(kw_only=True)
 class RealisticEmulator(kmock.KubernetesEmulator):
+    #: Pods a PodDisruptionBudget protects: their eviction is refused with 429, as the API server does
+    protected_pods: set[str] = attrs.field(factory=set, init=False)
     _rv: itertools.count[int] = attrs.field(factory=lambda: itertools.count(1000), init=False)
     _last_rv: int = attrs.field(default=999, init=False)
 
     async def _handle(self, request: Any) -> Any:
+        evicting = _EVICTION.fullmatch(request.url.path)
+        if evicting is not None and str(request.method).upper().endswith("POST"):
+            return await self._evict(request, evicting["namespace"], evicting["name"])
         writes = (enums.action.CREATE, enums.action.UPDATE)
         if (
             request.resource is not None
             and isinstance(request.data, dict | list)
             and request.action in writes
         ):
+            if request.action == enums.action.UPDATE and isinstance(request.data, dict):
+                wanted = (request.data.get("metadata") or {}).get("resourceVersion")
+                key = (request.resource, request.namespace, request.name)
+                stored = (
+                    self._objects[key] if key in self._objects and not self._objects[key].deleted else None
+                )
+                held = (
+                    (stored.raw.get("metadata") or {}).get("resourceVersion") if stored is not None else None
+                )
+                if wanted is not None and held is not None and wanted != held:
+                    return await self._render_error(kmock.KubernetesError(
+                        status=409, reason="Conflict", message="the object has been modified"))  # fmt: skip
             self._last_rv = next(self._rv)
             rv = str(self._last_rv)
             if request.action == enums.action.CREATE and isinstance(request.data, dict):
@@ -55,6 +77,24 @@ class RealisticEmulator(kmock.KubernetesEmulator):
             return await self._render_error(
                 kmock.KubernetesError(status=422, reason="Invalid", message=str(e))
             )
+
+    async def _evict(self, request: Any, namespace: str, name: str) -> Any:
+        """The Eviction subresource kmock lacks: delete the Pod, unless a disruption budget holds it."""
+        if name in self.protected_pods:
+            return await self._render_error(kmock.KubernetesError(
+                status=429, reason="TooManyRequests", message="Cannot evict pod as it would violate the pod's disruption budget."))  # fmt: skip
+        async with self._lock:
+            key = next(
+                (k for k in self._objects if k[0].plural == "pods" and k[1:] == (namespace, name)), None
+            )
+            if key is None or self._objects[key].deleted:
+                return await self._render_error(kmock.KubernetesError(status=404, reason="NotFound"))
+            raw = self._objects[key].raw
+            self._objects[key].delete()
+            await self._buses[key[0]].put({"type": "DELETED", "object": raw})
+        return aiohttp.web.json_response(
+            {"kind": "Status", "apiVersion": "v1", "status": "Success"}, status=201
+        )
 
     async def _serve_list(self, request: Any) -> Any:
         result: Any = await super()._serve_list(request)

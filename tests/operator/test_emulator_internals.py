@@ -14,6 +14,6 @@ def test_the_internals_the_emulator_uses_exist() -> None:
     for name in ("_handle", "_serve_list", "_serve_watch", "_render_error",
                  "_KubernetesEmulator__get_objs", "_KubernetesEmulator__check"):  # fmt: skip
         assert hasattr(emulator, name), name
-    assert {"_lock", "_buses"} <= {a.name for a in emulator.__attrs_attrs__}
+    assert {"_lock", "_buses", "_objects"} <= {a.name for a in emulator.__attrs_attrs__}
     assert hasattr(enums.action, "CREATE") and hasattr(enums.action, "UPDATE")
     assert hasattr(aiobus.Bus, "mark") and hasattr(aiobus.Bus, "unmark") and hasattr(aiobus.Bus, "stream")

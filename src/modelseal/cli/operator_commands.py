@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 from typing import Any
 
 from modelseal.errors import UsageError
@@ -54,12 +55,23 @@ def register(commands: Any) -> None:
     run.add_argument("--recheck-interval", default="10m", metavar="DURATION",
                      help="re-verify admitted Models this often (default 10m)")  # fmt: skip
     run.add_argument("--publisher-image", metavar="IMAGE",
-                     help="the modelseal image prefetchOCI Jobs run (default modelseal:VERSION)")  # fmt: skip
+                     help="the modelseal image prefetchOCI Jobs run (default: $MODELSEAL_PUBLISHER_IMAGE,"
+                          " else modelseal:VERSION)")  # fmt: skip
     run.add_argument("--registry-config", metavar="FILE",
                      help="docker config.json with credentials for reading oci:// sources")  # fmt: skip
     run.add_argument("--registry-ca-file", metavar="FILE", help="CA bundle for registries with a private CA")
     run.add_argument("--plain-http-registry", action="append", default=[], metavar="HOST[:PORT]",
                      help="read this registry over plain HTTP (labs and tests only; repeat)")  # fmt: skip
+    run.add_argument("--model-status", default="full", metavar="MODE",
+                     help="full: write phase and conditions (modelseal is the only Model controller);"
+                     " conditions: only modelseal.dev/ conditions, beside LLMKube's controller")  # fmt: skip
+    run.add_argument("--admission-webhook", metavar="HOST:PORT",
+                     help="serve the validating admission webhook (HTTPS) here")  # fmt: skip
+    run.add_argument("--admission-webhook-cert", metavar="FILE", help="the webhook's certificate (PEM)")
+    run.add_argument("--admission-webhook-key", metavar="FILE",
+                     help="its key (PEM); without both, a self-signed one is made at start")  # fmt: skip
+    run.add_argument("--evict-on-revoke", action="store_true",
+                     help="enforce: evict the running Pods of a Model that turns refused")  # fmt: skip
     run.add_argument("--allow-plain-http-sources", action="store_true",
                      help="prefetchOCI Jobs may download http:// sources (labs only)")  # fmt: skip
     run.add_argument("--metrics-port", type=int, default=8080, metavar="PORT", help="/metrics port (0: off)")
@@ -88,18 +100,25 @@ def run_cmd(args: argparse.Namespace) -> int:
         max_age=args.model_attestation_max_age,
         policy_file=args.model_attestation_policy,
         recheck_interval=args.recheck_interval,
-        publisher_image=args.publisher_image,
+        # deploy/ sets MODELSEAL_PUBLISHER_IMAGE from the operator's own image
+        publisher_image=args.publisher_image or os.environ.get("MODELSEAL_PUBLISHER_IMAGE") or None,
         registry_config=args.registry_config,
         registry_ca_file=args.registry_ca_file,
         plain_http_registries=tuple(args.plain_http_registry),
+        model_status=args.model_status,
+        admission_webhook=args.admission_webhook,
+        admission_webhook_cert=args.admission_webhook_cert,
+        admission_webhook_key=args.admission_webhook_key,
+        evict_on_revoke=args.evict_on_revoke,
         allow_plain_http_sources=args.allow_plain_http_sources,
     )
     if not 0 <= args.metrics_port <= 65535:
         raise UsageError("--metrics-port must be between 0 and 65535")
     logging.getLogger("modelseal").setLevel(logging.INFO)
     logging.info(
-        "model attestation policy: mode=%s trustedKeys=%s allowConditions=%s maxAge=%s",
+        "model attestation policy: mode=%s trustedKeys=%s allowConditions=%s maxAge=%s modelStatus=%s",
         settings.mode.value, settings.trusted_keys_ref, settings.allow_conditions, settings.max_age,
+        settings.model_status.value,
     )  # fmt: skip
     metrics = OperatorMetrics()
     if args.metrics_port:

@@ -225,3 +225,8 @@ def transitions(current: Mapping[str, Any], desired: Mapping[str, Any]) -> list[
             )
         )
     return out
+
+
+# for modelseal.operator.status_modes, which applies the same rules to its own condition types
+condition_list = _conditions
+set_condition = _set

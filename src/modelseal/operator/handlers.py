@@ -1,4 +1,4 @@
-"""kopf wiring: watch Models, ConfigMaps and publication Jobs; recheck periodically.
+"""kopf wiring: watch Models, ConfigMaps and publication Jobs; recheck periodically; serve the webhook.
 
 Only watch-event handlers are used, so kopf keeps no state on the Model
 (no annotations, no finalizers): the operator needs ``patch`` on
@@ -18,6 +18,7 @@ from modelseal.operator.kube import KubeApi
 from modelseal.operator.prefetch import MANAGED_BY
 from modelseal.operator.reconciler import Reconciler
 from modelseal.operator.settings import GROUP, PLURAL, VERSION
+from modelseal.operator.webhook import serve as serve_webhook
 
 __all__ = ["build_registry", "configure"]
 
@@ -67,6 +68,10 @@ def build_registry(
                     _logger.exception("periodic recheck failed")
 
         tasks.append(asyncio.create_task(loop()))
+        webhook = reconciler.settings.webhook
+        if webhook is not None:
+            mode = reconciler.settings.mode
+            tasks.append(asyncio.create_task(serve_webhook(webhook, lambda: mode, reconciler.verdict_for)))
 
     @kopf.on.cleanup(registry=registry)
     async def _cleanup(**_: Any) -> None:

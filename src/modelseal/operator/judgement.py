@@ -20,10 +20,11 @@ from typing import Any
 
 from modelseal.attest.verdict import Mode
 from modelseal.errors import Error
+from modelseal.operator.admission import ModelVerdict
 from modelseal.operator.gate import GateOutcome
 from modelseal.operator.prefetch_jobs import current_publication
 from modelseal.operator.publication import Publication
-from modelseal.operator.source_image import SourceCheck
+from modelseal.operator.source_image import REASON_NOT_PINNED, SourceCheck
 
 __all__ = ["Judgement", "generation_of", "internal_error", "unexpected"]
 
@@ -37,6 +38,16 @@ class Judgement:
     outcome: GateOutcome | None
     source: SourceCheck | None = None
     publication: Publication | None = None
+
+    def verdict(self, generation: int) -> ModelVerdict:
+        """What the admission webhook is told: admitted when the attestation is, and the
+        source check neither refuses nor is still running (a tag only warns)."""
+        if self.outcome is not None and not self.outcome.admitted:
+            return ModelVerdict(generation, False, self.outcome.message)
+        source = self.source
+        if source is not None and not source.verified and source.reason != REASON_NOT_PINNED:
+            return ModelVerdict(generation, False, source.message)
+        return ModelVerdict(generation, True, self.outcome.message if self.outcome else "the gate is off")
 
     def summary(self) -> str:
         """One line for the log."""

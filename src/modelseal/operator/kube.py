@@ -29,8 +29,9 @@ from modelseal.errors import InputError, KubeError
 from modelseal.operator.gate import ConfigMapRead
 from modelseal.operator.names import api_path, check_subdomain
 from modelseal.operator.settings import GROUP, PLURAL, VERSION
+from modelseal.operator.status_modes import FIELD_MANAGER
 
-__all__ = ["LIST_LIMIT", "OBJECT_LIMIT", "KubeApi"]
+__all__ = ["LIST_LIMIT", "OBJECT_LIMIT", "KubeApi", "StatusConflictError"]
 
 OBJECT_LIMIT = 4 * 1024 * 1024
 LIST_LIMIT = 16 * 1024 * 1024
@@ -51,6 +52,10 @@ class Reply:
             return json.loads(self.body)
         except ValueError:
             return None
+
+
+class StatusConflictError(KubeError):
+    """A status write carried a resourceVersion the Model no longer has: read it again."""
 
 
 class KubeApi:
@@ -215,20 +220,30 @@ class KubeApi:
         data = secret.get("data")
         return str(secret.get("type") or ""), frozenset(data if isinstance(data, dict) else ())
 
-    async def patch_model_status(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
-        """Merge-patch ``status`` through the status subresource.
+    async def patch_model_status(
+        self, namespace: str, name: str, patch: Mapping[str, Any]
+    ) -> dict[str, Any] | None:
+        """Merge-patch ``status`` through the status subresource; return the Model as written.
+
+        A patch that names ``metadata.resourceVersion`` is refused when the Model changed.
 
         Raises:
-            KubeError: the API refused or failed (a vanished Model is not an error).
+            StatusConflictError: that happened (409).
+            KubeError: the API refused or failed (a vanished Model is not an error: None).
         """
         r = await self._call(
             "PATCH",
             api_path(_MODELS, namespace, PLURAL, name, "status"),
             json=dict(patch),
+            params={"fieldManager": FIELD_MANAGER},
             headers={"Content-Type": "application/merge-patch+json"},
         )
+        if r.status_code == 409:
+            raise StatusConflictError(f"patch Model {namespace}/{name} status: {self._message(r)}")
         if r.status_code not in (200, 201, 404):
             raise KubeError(f"patch Model {namespace}/{name} status: {self._message(r)}")
+        body = r.json() if r.status_code != 404 else None
+        return body if isinstance(body, dict) else None
 
     async def post_event(
         self, model: Mapping[str, Any], kind: str, reason: str, message: str, now: datetime.datetime
@@ -258,3 +273,41 @@ class KubeApi:
         }
         with contextlib.suppress(InputError, KubeError):
             await self._call("POST", api_path(_CORE, str(namespace), "events"), json=event)
+
+    async def read_model(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """A Model as the API has it now, or None when there is none.
+
+        Raises:
+            KubeError: the API refused or failed.
+        """
+        return await self._object(api_path(_MODELS, namespace, PLURAL, name), f"Model {namespace}/{name}")
+
+    async def list_model_pods(self, namespace: str, model: str) -> list[dict[str, Any]]:
+        """The Pods labelled as running ``model`` (LLMKube's ``inference.llmkube.dev/model``).
+
+        Raises:
+            KubeError: the API refused or failed.
+        """
+        check_subdomain(model, "Model name")
+        r = await self._call("GET", api_path(_CORE, namespace, "pods"), limit=LIST_LIMIT,
+                             params={"labelSelector": f"inference.llmkube.dev/model={model}"})  # fmt: skip
+        if r.status_code != 200:
+            raise KubeError(f"list the pods of Model {namespace}/{model}: {self._message(r)}")
+        found = r.json()
+        items = found.get("items") if isinstance(found, dict) else None
+        return [p for p in items if isinstance(p, dict)] if isinstance(items, list) else []
+
+    async def evict_pod(self, namespace: str, name: str) -> bool:
+        """Evict a Pod through the Eviction API (PodDisruptionBudgets hold); False when one refused.
+
+        Raises:
+            KubeError: the API refused otherwise, or failed.
+        """
+        eviction = {"apiVersion": "policy/v1", "kind": "Eviction",
+                    "metadata": {"name": name, "namespace": namespace}}  # fmt: skip
+        r = await self._call("POST", api_path(_CORE, namespace, "pods", name, "eviction"), json=eviction)
+        if r.status_code == 429:  # a disruption budget holds it: the next recheck tries again
+            return False
+        if r.status_code not in (200, 201, 404):
+            raise KubeError(f"evict Pod {namespace}/{name}: {self._message(r)}")
+        return True

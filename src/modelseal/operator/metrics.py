@@ -48,6 +48,15 @@ class OperatorMetrics:
             registry=self.registry,
         )
 
+        self.status_conflicts = Counter(
+            "modelseal_status_conflicts", "Models whose phase another controller also writes (full mode).",
+            registry=self.registry,
+        )  # fmt: skip
+        self.evictions = Counter(
+            "modelseal_evictions", "Pods evicted because their Model was no longer admitted.",
+            registry=self.registry,
+        )  # fmt: skip
+
     def count_phases(self) -> dict[str, int]:
         """Models by ``status.phase`` now (no phase yet counts as Pending)."""
         tally = Tally(p or "Pending" for p in self.phases())

@@ -24,7 +24,8 @@ from typing import Any
 
 from modelseal.attest.verdict import Mode
 from modelseal.errors import KubeError
-from modelseal.operator.conditions import desired_status, status_patch, transitions
+from modelseal.operator.admission import ModelVerdict
+from modelseal.operator.eviction import Evictions
 from modelseal.operator.gate import (
     ConfigMapRead,
     GateOutcome,
@@ -34,6 +35,7 @@ from modelseal.operator.gate import (
 from modelseal.operator.judgement import Judgement, generation_of, internal_error, unexpected
 from modelseal.operator.kube import KubeApi
 from modelseal.operator.metrics import OperatorMetrics
+from modelseal.operator.model_status import ModelStatus
 from modelseal.operator.names import is_subdomain
 from modelseal.operator.prefetch_jobs import PrefetchJobs
 from modelseal.operator.publication import FAILED, Publication
@@ -87,6 +89,10 @@ class Reconciler:
             allow_plain_http_sources=settings.allow_plain_http_sources,
         )
         self.sources = SourceImageChecker(settings.registry_access, on_settled=self._judge_again)
+        self.status = ModelStatus(settings.model_status, self.metrics)
+        self.evictions = Evictions(self.metrics)
+        #: the latest verdict per Model, which the admission webhook answers from
+        self.verdicts: dict[ModelKey, ModelVerdict] = {}
 
     def use_api(self, api: KubeApi) -> None:
         """Talk through ``api`` from now on (fresh credentials); the old client closes at the end."""
@@ -112,9 +118,17 @@ class Reconciler:
         return key
 
     def forget(self, key: ModelKey) -> None:
+        self.status.forget(key)
+        self.evictions.forget(key)
+        self.verdicts.pop(key, None)
         self.models.pop(key, None)
         self.checked.pop(key, None)
         self._locks.pop(key, None)
+
+    def verdict_for(self, namespace: str, name: str) -> tuple[int, ModelVerdict | None] | None:
+        """For the webhook: the Model's current generation and latest verdict (None: an unknown Model)."""
+        model = self.models.get((namespace, name))
+        return None if model is None else (generation_of(model), self.verdicts.get((namespace, name)))
 
     def observe_configmap(self, namespace: str, name: str, body: Mapping[str, Any] | None) -> list[ModelKey]:
         """Record a ConfigMap the watch reported (None: deleted); return the Models it affects.
@@ -269,8 +283,12 @@ class Reconciler:
             blocked = any(x is not None and x.blocks for x in (outcome, source))
             waiting = publication is not None and (publication.in_progress or publication.phase == FAILED)
             waiting = waiting or (source is not None and source.pending)
+            before = self.verdicts.get(key)
+            self.verdicts[key] = verdict = judged.verdict(generation_of(model))
             try:
-                await self._write(key, model, judged, now)
+                await self.status.write(self.api, key, model, judged, now, self._remember_fresh)
+                if self.settings.evict_on_revoke and self.evictions.due(key, before, blocked):
+                    await self.evictions.evict(self.api, key, model, verdict, now)
             except Exception as e:
                 _logger.error(
                     "Model %s/%s: the status was not written: %s", key[0], key[1], unexpected(e, "writing")
@@ -284,22 +302,8 @@ class Reconciler:
         """A source check ended: judge the Models that waited for it again."""
         await self.reconcile_many([key for key in self.models if key in waiters])
 
-    async def _write(self, key: ModelKey, model: dict[str, Any], judged: Judgement, now: datetime) -> None:
-        """Patch the status when it changed, and post an Event per transition."""
-        assert self.api is not None
-        status, generation = model["status"], generation_of(model)
-        desired = desired_status(status, generation, judged.outcome, now, judged.publication, judged.source)
-        patch = status_patch(status, desired)
-        if patch is None:
-            return
-        await self.api.patch_model_status(key[0], key[1], patch)
-        model["status"] = desired
-        self.metrics.status_writes.inc()
-        for event in transitions(status, desired):
-            await self.api.post_event(model, event.type, event.reason, event.message, now)
-            if event.reason in ("PublicationSucceeded", "PublicationFailed"):
-                self.metrics.publications.labels(phase=event.reason.removeprefix("Publication")).inc()
-        _logger.info("Model %s/%s: %s", key[0], key[1], judged.summary())
+    def _remember_fresh(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        return self.models[self.remember(body)]
 
     async def reconcile_many(
         self, keys: list[ModelKey], *, fresh: bool = False, concurrency: int = 16

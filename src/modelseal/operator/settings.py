@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -20,6 +21,9 @@ __all__ = [
     "PLURAL",
     "VERSION",
     "OperatorSettings",
+    "StatusMode",
+    "WebhookSettings",
+    "parse_listen",
     "parse_mode",
     "parse_trusted_keys",
 ]
@@ -66,6 +70,65 @@ def parse_trusted_keys(text: str, mode: Mode) -> tuple[str, str] | None:
         raise UsageError(e.message) from None
 
 
+class StatusMode(enum.Enum):
+    """How much of a Model's status modelseal writes (see :mod:`modelseal.operator.status_modes`)."""
+
+    FULL = "full"
+    CONDITIONS = "conditions"
+
+    @classmethod
+    def parse(cls, text: str) -> StatusMode:
+        """
+        Raises:
+            UsageError: neither full nor conditions.
+        """
+        try:
+            return cls(text.strip().lower())
+        except ValueError:
+            raise UsageError(f'invalid --model-status "{text}": want full or conditions') from None
+
+
+@dataclass(frozen=True)
+class WebhookSettings:
+    """Where the admission webhook listens, and its certificate files (None: self-signed at start)."""
+
+    host: str
+    port: int
+    cert_file: str | None = None
+    key_file: str | None = None
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:PORT`` for IPv6).
+
+    Raises:
+        UsageError: not host:port with a port from 1 to 65535.
+    """
+    host, sep, port = text.strip().rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not sep or not host or not port.isascii() or not port.isdigit() or not 0 < int(port) < 65536:
+        raise UsageError(f"--admission-webhook {text!r}: give HOST:PORT, as in 0.0.0.0:9443")
+    return host, int(port)
+
+
+def _webhook(listen: str | None, cert: str | None, key: str | None) -> WebhookSettings | None:
+    """
+    Raises:
+        UsageError: a certificate without its key (or the other way round), a missing file.
+    """
+    if listen is None:
+        if cert or key:
+            raise UsageError("--admission-webhook-cert and --admission-webhook-key need --admission-webhook")
+        return None
+    if bool(cert) != bool(key):
+        raise UsageError("give both --admission-webhook-cert and --admission-webhook-key, or neither")
+    for flag, path in (("--admission-webhook-cert", cert), ("--admission-webhook-key", key)):
+        if path and not Path(path).is_file():
+            raise UsageError(f"{flag} {path}: no such file")
+    host, port = parse_listen(listen)
+    return WebhookSettings(host, port, cert or None, key or None)
+
+
 @dataclass(frozen=True)
 class OperatorSettings:
     """Everything the operator's behaviour depends on."""
@@ -79,6 +142,9 @@ class OperatorSettings:
     refused_retry: timedelta = timedelta(minutes=1)
     publisher_image: str = DEFAULT_PUBLISHER_IMAGE
     registry_access: RegistryAccess = field(default_factory=RegistryAccess)
+    model_status: StatusMode = StatusMode.FULL
+    webhook: WebhookSettings | None = None
+    evict_on_revoke: bool = False
     #: prefetchOCI Jobs may download ``http://`` sources (labs only: nothing protects the bytes in transit)
     allow_plain_http_sources: bool = False
 
@@ -101,6 +167,11 @@ class OperatorSettings:
         registry_config: str | None = None,
         registry_ca_file: str | None = None,
         plain_http_registries: tuple[str, ...] = (),
+        model_status: str = "full",
+        admission_webhook: str | None = None,
+        admission_webhook_cert: str | None = None,
+        admission_webhook_key: str | None = None,
+        evict_on_revoke: bool = False,
         allow_plain_http_sources: bool = False,
     ) -> OperatorSettings:
         """Validate the flags as LLMKube does, plus modelseal's own.
@@ -135,6 +206,9 @@ class OperatorSettings:
             recheck_interval=recheck,
             publisher_image=DEFAULT_PUBLISHER_IMAGE if publisher_image is None else _image(publisher_image),
             registry_access=_registry_access(registry_config, registry_ca_file, plain_http_registries),
+            model_status=StatusMode.parse(model_status),
+            webhook=_webhook(admission_webhook, admission_webhook_cert, admission_webhook_key),
+            evict_on_revoke=evict_on_revoke,
             allow_plain_http_sources=allow_plain_http_sources,
         )
 

