@@ -68,3 +68,20 @@ async def test_a_conflict_rereads_and_keeps_llmkubes_newer_conditions() -> None:
     assert "phase" not in second["status"]
     assert reconciler.models[("default", "m")]["metadata"]["resourceVersion"] == "8"
     await api.close()
+
+
+async def test_a_model_known_without_a_resource_version_is_read_before_writing() -> None:
+    api = RacingApi()
+    api.patches.append({})  # no conflict this time: the first write goes through
+    settings = replace(ENFORCE, model_status=StatusMode.CONDITIONS)
+    reconciler = Reconciler(settings, api, clock=lambda: FIXTURE_NOW)
+    reconciler.remember({"metadata": {"namespace": "default", "name": "m", "generation": 1},
+                         "spec": SPEC, "status": {}})  # fmt: skip
+    await reconciler.reconcile(("default", "m"))
+    [_, written] = api.patches
+    assert written["metadata"] == {"resourceVersion": "7"}  # from the fresh read
+    assert {c["type"] for c in written["status"]["conditions"]} == {
+        "Available",
+        "modelseal.dev/AttestationVerified",
+    }
+    await api.close()

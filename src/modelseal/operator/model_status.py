@@ -65,6 +65,11 @@ class ModelStatus:
             KubeError: the API refused or failed.
         """
         generation = generation_of(model)
+        if self.writer.mode is StatusMode.CONDITIONS and not model["metadata"].get("resourceVersion"):
+            fresh = await api.read_model(*key)  # a write without a precondition could erase LLMKube's
+            if fresh is None:
+                return
+            model = remember(fresh)
         for _ in range(_ATTEMPTS):
             status = model["status"]
             view = self.writer.view(status)
