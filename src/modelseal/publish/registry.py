@@ -3,10 +3,13 @@
 It authenticates on demand (Basic, or a Bearer token from the registry's
 token service), retries connection errors and 5xx answers with backoff, and
 checks every digest the registry returns; large blobs go up through
-:mod:`modelseal.publish.upload`, in constant memory and resumably.
-Credentials are sent only to the registry's own host (and to the token
-service it names, over HTTPS or on the same host); they never appear in
-errors or logs.
+:mod:`modelseal.publish.upload`, in constant memory and resumably. Every
+body is streamed and read with a cap (a manifest 4 MiB, anything else
+64 KiB), as served (``Accept-Encoding: identity``; a compressed body is
+refused, never inflated). The ``Authorization`` header goes only to the
+registry's own origin (scheme, host and port), and an HTTPS registry is never
+followed down to plain HTTP (see :mod:`modelseal.publish.urls`); credentials
+never appear in errors or logs.
 """
 
 from __future__ import annotations
@@ -24,6 +27,9 @@ from modelseal.errors import InputError, RegistryError
 from modelseal.publish.auth import Credentials
 from modelseal.publish.challenge import Authenticator
 from modelseal.publish.reference import ImageReference
+from modelseal.publish.replies import MAX_REPLY_BYTES, refuse_tls_failure, registry_error, with_body
+from modelseal.publish.replies import read_capped as _read_capped
+from modelseal.publish.urls import join_location, origin
 
 __all__ = ["MANIFEST_TYPES", "RETRY_STATUSES", "RegistryClient", "registry_error"]
 
@@ -37,17 +43,6 @@ MANIFEST_TYPES = (
 )
 MAX_MANIFEST_BYTES = 4 * 1024 * 1024
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
-
-
-def registry_error(response: httpx.Response, what: str) -> RegistryError:
-    detail = ""
-    try:
-        errors = response.json().get("errors") or []
-        if errors and isinstance(errors[0], dict):
-            detail = f": {errors[0].get('code', '')} {errors[0].get('message', '')}".rstrip()
-    except (ValueError, AttributeError):
-        pass
-    return RegistryError(f"{what}: HTTP {response.status_code}{detail}")
 
 
 class RegistryClient:
@@ -89,7 +84,7 @@ class RegistryClient:
             verify=verify,
             timeout=httpx.Timeout(connect=15.0, read=600.0, write=600.0, pool=15.0),
             follow_redirects=False,
-            headers={"User-Agent": user_agent},
+            headers={"User-Agent": user_agent, "Accept-Encoding": "identity"},
         )
         self._auth = Authenticator(self.host, self.base, plain_http, credentials, self._client)
 
@@ -106,12 +101,18 @@ class RegistryClient:
     # -- requests, auth and retries -------------------------------------------------
 
     def resolve(self, path_or_url: str) -> str:
-        """An absolute URL on this registry for a path (or a Location header)."""
-        return urllib.parse.urljoin(self.base + "/", path_or_url)
+        """An absolute URL on this registry for a path (or a Location header).
 
-    def _same_host(self, url: str) -> bool:
-        parts = urllib.parse.urlsplit(url)
-        return parts.netloc.lower() == self.host.lower()
+        Raises:
+            RegistryError: not an http(s) URL (a malformed Location).
+        """
+        url = join_location(self.base + "/", path_or_url)
+        if url is None:
+            raise RegistryError(f"the registry {self.host} gave a location that is not an http(s) URL")
+        return url
+
+    def _same_origin(self, url: str) -> bool:
+        return origin(url) == origin(self.base)
 
     def send(
         self,
@@ -121,11 +122,31 @@ class RegistryClient:
         headers: dict[str, str] | None = None,
         content: bytes | Iterator[bytes] | None = None,
     ) -> httpx.Response:
-        """One request, with the current authorization for this host; no retry (see :meth:`request`)."""
+        """One streamed request, authorized only on this registry's origin; no retry (see :meth:`request`).
+
+        The caller reads the body with a cap (:func:`registry_error` does) or closes it.
+
+        Raises:
+            RegistryError: ``url`` is not http(s), or leads from HTTPS down to plain HTTP.
+            httpx.TransportError: the request failed on the way.
+        """
+        target = origin(url)
+        if target is None:
+            raise RegistryError(f"the registry {self.host} gave a location that is not an http(s) URL")
+        if target[0] == "http" and not self.plain_http:
+            raise RegistryError(
+                f"refusing to follow the HTTPS registry {self.host} to plain HTTP ({target[1]}:{target[2]})"
+            )
         h = dict(headers or {})
-        if self._authorization and self._same_host(url):
+        if self._authorization and self._same_origin(url):
             h["Authorization"] = self._authorization
-        return self._client.request(method, url, headers=h, content=content)
+        try:
+            request = self._client.build_request(method, url, headers=h, content=content)
+        except httpx.InvalidURL:
+            raise RegistryError(
+                f"the registry {self.host} gave a location that is not an http(s) URL"
+            ) from None
+        return self._client.send(request, stream=True)
 
     def request(
         self,
@@ -136,11 +157,15 @@ class RegistryClient:
         headers: dict[str, str] | None = None,
         content: bytes | None = None,
         ok: tuple[int, ...] = (200,),
+        limit: int = MAX_REPLY_BYTES,
     ) -> httpx.Response:
         """Send a replayable request: authenticate on 401, retry transient failures.
 
+        Returns the response read, its body at most ``limit`` bytes.
+
         Raises:
-            RegistryError: refused, unreachable after retries, or an unexpected status.
+            RegistryError: refused, unreachable after retries, an unexpected
+                status, or a body larger than ``limit``.
         """
         url = self.resolve(path_or_url)
         authenticated = False
@@ -148,25 +173,34 @@ class RegistryClient:
         while True:
             try:
                 response = self.send(method, url, headers=headers, content=content)
+                if response.status_code in ok:
+                    return with_body(response, _read_capped(response, limit, what))
+                error = registry_error(response, what)  # reads at most 64 KiB, and closes
+            except httpx.LocalProtocolError:  # its message may quote a header: name no more
+                raise RegistryError(f"{what}: the request to {self.host} could not be sent") from None
             except httpx.TransportError as e:
-                _refuse_tls_failure(e, self.host)
+                refuse_tls_failure(e, self.host)
                 attempt = self.retry_pause(attempt, what, f"{type(e).__name__}: {e}")
                 continue
-            if response.status_code == 401 and self._same_host(url) and not authenticated:
+            except httpx.HTTPError as e:
+                raise RegistryError(
+                    f"{what}: {self.host} answered what could not be read ({type(e).__name__})"
+                ) from None
+            status = response.status_code
+            if status == 401 and self._same_origin(url) and not authenticated:
                 self.answer_challenge(response)
                 authenticated = True
                 continue
-            if response.status_code == 401:
+            if status == 401:
                 raise RegistryError(f"{what}: the registry {self.host} refused the credentials (HTTP 401)")
-            if response.status_code in RETRY_STATUSES:
-                attempt = self.retry_pause(attempt, what, f"HTTP {response.status_code}", response)
+            if status in RETRY_STATUSES:
+                retry_after = response.headers.get("Retry-After", "")
+                attempt = self.retry_pause(attempt, what, f"HTTP {status}", retry_after)
                 continue
-            if response.status_code not in ok:
-                raise registry_error(response, what)
-            return response
+            raise error
 
-    def retry_pause(self, attempt: int, what: str, why: str, response: httpx.Response | None = None) -> int:
-        """Wait before retry ``attempt`` (honouring Retry-After); return the next attempt number.
+    def retry_pause(self, attempt: int, what: str, why: str, retry_after: str = "") -> int:
+        """Wait before retry ``attempt`` (honouring a Retry-After in seconds); return the next attempt number.
 
         Raises:
             RegistryError: the retries are spent.
@@ -174,8 +208,7 @@ class RegistryClient:
         if attempt >= self.retries:
             raise RegistryError(f"{what}: {self.host} failed {attempt + 1} times, last: {why}")
         delay = min(self.backoff * 2**attempt, 8.0)
-        retry_after = response.headers.get("Retry-After", "") if response is not None else ""
-        if retry_after.isdigit():
+        if retry_after.isascii() and retry_after.isdigit():
             delay = min(float(retry_after), 30.0)
         _logger.info("%s: %s; retrying in %.1fs", what, why, delay)
         time.sleep(delay)
@@ -281,30 +314,13 @@ class RegistryClient:
             what=f"fetch manifest {reference}",
             headers={"Accept": ", ".join(MANIFEST_TYPES)},
             ok=(200, 404),
+            limit=MAX_MANIFEST_BYTES,
         )
         if r.status_code == 404:
             return None
         body = r.content
-        if len(body) > MAX_MANIFEST_BYTES:
-            raise RegistryError(f"fetch manifest {reference}: larger than {MAX_MANIFEST_BYTES} bytes")
         digest = "sha256:" + hashlib.sha256(body).hexdigest()
         if reference.startswith("sha256:") and digest != reference:
             raise RegistryError(f"fetch manifest: {self.host} served {digest} for {reference}")
         media_type = r.headers.get("Content-Type", "").split(";")[0].strip()
         return body, media_type, digest
-
-
-def _refuse_tls_failure(error: httpx.TransportError, host: str) -> None:
-    """A certificate that does not verify will not verify on a retry: say so at once."""
-    cause: BaseException | None = error
-    while cause is not None:
-        if isinstance(cause, ssl.SSLCertVerificationError):
-            raise RegistryError(
-                f"TLS: the certificate of {host} does not verify ({cause.verify_message});"
-                " pass --ca-file with the CA that signed it"
-            ) from None
-        if isinstance(cause, ssl.SSLError) and "WRONG_VERSION_NUMBER" in str(cause):
-            raise RegistryError(
-                f"TLS: {host} does not speak HTTPS; pass --plain-http for a plain HTTP registry"
-            )
-        cause = cause.__cause__ or cause.__context__
