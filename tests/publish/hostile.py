@@ -19,6 +19,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 
 @dataclass(frozen=True)
 class Seen:
@@ -57,6 +59,22 @@ def endless(block: int = 1 << 20, total: int | None = None) -> Iterator[bytes]:
     while total is None or sent < total:
         yield chunk if total is None else chunk[: total - sent]
         sent += block
+
+
+class ToLoopback(httpx.HTTPTransport):
+    """Every host name resolves to 127.0.0.1: a registry or CDN by name, served on loopback.
+
+    The port is kept, or taken from ``ports`` (host name -> port on loopback).
+    """
+
+    def __init__(self, ports: dict[str, int] | None = None) -> None:
+        super().__init__()
+        self.ports = ports or {}
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        port = self.ports.get(request.url.host, request.url.port)
+        request.url = request.url.copy_with(host="127.0.0.1", port=port)
+        return super().handle_request(request)
 
 
 @contextmanager

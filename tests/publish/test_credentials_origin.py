@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import httpx
 import pytest
 
 from modelseal.errors import RegistryError
@@ -18,18 +17,10 @@ from modelseal.publish.reference import parse_reference
 from modelseal.publish.registry import RegistryClient
 from modelseal.publish.urls import is_loopback, join_location, origin
 from tests.publish.helpers import model_files
-from tests.publish.hostile import Answer, Seen, hostile_server
+from tests.publish.hostile import Answer, Seen, ToLoopback, hostile_server
 from tests.publish.servers import tls_files
 
 ALICE = Credentials("alice", "s3cret-pass")
-
-
-class ToLoopback(httpx.HTTPTransport):
-    """Every host name resolves to 127.0.0.1 (port kept): a lab registry by name, served on loopback."""
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        request.url = request.url.copy_with(host="127.0.0.1")
-        return super().handle_request(request)
 
 
 def bearer_with_realm_on_the_same_host(seen: Seen) -> Answer:
