@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -194,3 +195,16 @@ def test_bytes_are_hashed_as_served_never_inflated(tmp_path: Path) -> None:
         [staged] = stager.stage([StagePlan(f"{server.url}/m", "m", sha(wire))])
         assert server.requests[0].headers["accept-encoding"] == "identity"
     assert staged.size == len(wire) and (tmp_path / "m").read_bytes() == wire
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "directory"])
+def test_a_local_source_that_is_not_a_regular_file_is_refused_without_reading(
+    kind: str, tmp_path: Path
+) -> None:
+    source = {"fifo": tmp_path / "pipe", "device": Path("/dev/zero"), "directory": tmp_path / "dir"}[kind]
+    if kind == "fifo":
+        os.mkfifo(source)  # nobody writes: reading it would wait forever
+    elif kind == "directory":
+        source.mkdir()
+    with Stager(tmp_path / "out") as stager, pytest.raises(InputError, match="is not a regular file"):
+        stager.stage([StagePlan(str(source), "m")])

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable
@@ -183,17 +184,19 @@ class Stager:
         return StagedFile(plan.dest, size, digest, restarts)
 
     def _copy_local(self, plan: StagePlan, partial: Path, hasher: Digest) -> None:
+        """Copy a regular file: a FIFO, a device (``/dev/zero``) or a directory is refused, never read."""
         try:
-            with (
-                open(plan.origin, "rb") as src,
-                PartialWriter(partial, 0, hasher, plan.dest, self.progress) as out,
-            ):
-                while block := src.read(BLOCK):
-                    out.feed(block)
+            fd = os.open(plan.origin, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO's open does not wait
         except FileNotFoundError:
             raise InputError(f"{plan.dest}: local source {plan.origin} does not exist") from None
-        except IsADirectoryError:
-            raise InputError(f"{plan.dest}: local source {plan.origin} is a directory") from None
+        except OSError as e:
+            raise InputError(f"{plan.dest}: local source {plan.origin}: {e.strerror or e}") from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise InputError(f"{plan.dest}: local source {plan.origin} is not a regular file")
+        with os.fdopen(fd, "rb") as src, PartialWriter(partial, 0, hasher, plan.dest, self.progress) as out:
+            while block := src.read(BLOCK):
+                out.feed(block)
 
     def _download(self, plan: StagePlan, partial: Path, hasher: Digest) -> int:
         have = 0
