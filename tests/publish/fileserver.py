@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.publish.hostile import serving
+
 
 @dataclass
 class FileServer:
@@ -98,12 +100,5 @@ def file_server(**kwargs: Any) -> Iterator[FileServer]:
         def do_HEAD(self) -> None:
             self._serve(False)
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    state.port = server.server_address[1]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(ThreadingHTTPServer(("127.0.0.1", 0), Handler)) as state.port:
         yield state
-    finally:
-        server.shutdown()
-        server.server_close()

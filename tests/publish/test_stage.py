@@ -160,7 +160,7 @@ def test_hf_token_goes_to_huggingface_only(tmp_path: Path) -> None:
         seen.append((request.url.host, request.headers.get("Authorization")))
         if request.url.host == "huggingface.co":
             return httpx.Response(302, headers={"Location": "https://cdn-lfs.example.net/blob?sig=1"})
-        return httpx.Response(200, content=b"weights")
+        return httpx.Response(200, stream=httpx.ByteStream(b"weights"))  # streamed, as on a socket
 
     with Stager(tmp_path, hf_token="hf_secret", transport=httpx.MockTransport(handler)) as stager:
         stager.stage([StagePlan("https://huggingface.co/o/r/resolve/main/w.gguf", "w.gguf", sha(b"weights"))])

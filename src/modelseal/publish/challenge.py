@@ -1,22 +1,30 @@
 """Answering a registry's ``WWW-Authenticate`` challenge: Basic, or a Bearer token.
 
-Credentials go only where they belong: a password to the registry itself
-(over HTTPS, or plain HTTP on loopback), and to the token service the
-registry names only over HTTPS or, for a plain-HTTP registry, on its host.
+Credentials go only where they belong: to the registry itself over HTTPS,
+or over plain HTTP only to a loopback registry (``--plain-http`` for a lab or
+a test); to the token service the registry names over HTTPS, or over plain
+HTTP only on a plain-HTTP registry's own host, and then with credentials
+only on loopback. A token response is read with a 1 MiB cap, and a token
+that could not be sent as a header (control characters, spaces) is refused.
 """
 
 from __future__ import annotations
 
+import json
 import re
-import urllib.parse
 from dataclasses import dataclass
 
 import httpx
 
 from modelseal.errors import RegistryError
 from modelseal.publish.auth import Credentials
+from modelseal.publish.replies import read_capped
+from modelseal.publish.urls import is_loopback, origin
 
 __all__ = ["Authenticator", "Challenge", "parse_challenge"]
+
+MAX_TOKEN_RESPONSE_BYTES = 1024 * 1024
+_TOKEN = re.compile(r"[\x21-\x7e]{1,65536}")
 
 
 @dataclass(frozen=True)
@@ -64,64 +72,81 @@ class Authenticator:
         """
         challenge = parse_challenge(header)
         creds = self.credentials
+        has_secret = creds is not None and any((creds.password, creds.identity_token, creds.registry_token))
+        registry = origin(self.base)
+        if has_secret and self.plain_http and not (registry and is_loopback(registry[1])):
+            raise RegistryError(
+                f"refusing to send credentials to {self.host} over plain HTTP"
+                " (only a loopback registry gets them with --plain-http)"
+            )
         if challenge.scheme == "basic":
             basic = creds.basic() if creds else None
             if basic is None:
                 raise RegistryError(
                     f"the registry {self.host} requires credentials, and none are configured for it"
                 )
-            if not self.plain_http or self.host.split(":")[0] in ("127.0.0.1", "localhost", "[::1]"):
-                return basic
-            raise RegistryError(f"refusing to send a password to {self.host} over plain HTTP")
+            return basic
         if challenge.scheme == "bearer":
             return "Bearer " + self._token(challenge.params, scopes)
-        raise RegistryError(f"the registry {self.host} asks for unsupported authentication {header!r}")
+        raise RegistryError(f"the registry {self.host} asks for unsupported authentication {header[:80]!r}")
 
     def _token(self, params: dict[str, str], scopes: set[str]) -> str:
         realm = params.get("realm", "")
-        parts = urllib.parse.urlsplit(realm)
-        if parts.scheme not in ("https", "http") or not parts.netloc:
-            raise RegistryError(f"the registry {self.host} names an invalid token service {realm!r}")
-        same_host = parts.hostname == urllib.parse.urlsplit(self.base).hostname
-        if parts.scheme == "http" and not (self.plain_http and same_host):
-            raise RegistryError(f"refusing to fetch a token from {realm} over plain HTTP")
+        where, registry = origin(realm), origin(self.base)
+        if where is None or registry is None:
+            raise RegistryError(f"the registry {self.host} names a token service that is not an http(s) URL")
+        service = f"{where[1]}:{where[2]}"
+        if where[0] == "http" and not (registry[0] == "http" and where[1] == registry[1]):
+            raise RegistryError(f"refusing to fetch a token from {service} over plain HTTP")
+        creds = self.credentials
+        if creds is not None and creds.registry_token:
+            return _checked(creds.registry_token, f"the registry token configured for {self.host}")
         query: list[tuple[str, str | int | float | bool | None]] = (
             [("service", params["service"])] if "service" in params else []
         )
         query += [("scope", s) for s in sorted(scopes)]
-        creds = self.credentials
-        if creds is not None and creds.registry_token:
-            return creds.registry_token
+        if creds is not None and creds.identity_token:
+            form = {
+                "grant_type": "refresh_token",
+                "refresh_token": creds.identity_token,
+                "client_id": "modelseal",
+                "service": params.get("service", ""),
+                "scope": " ".join(sorted(scopes)),
+            }
+            request = self.http.build_request("POST", realm, data=form)
+        else:
+            basic = creds.basic() if creds else None
+            headers = {"Authorization": basic} if basic else {}
+            request = self.http.build_request("GET", realm, params=query, headers=headers)
+        what = f"token service {service}"
         try:
-            if creds is not None and creds.identity_token:
-                form = {
-                    "grant_type": "refresh_token",
-                    "refresh_token": creds.identity_token,
-                    "client_id": "modelseal",
-                    "service": params.get("service", ""),
-                    "scope": " ".join(sorted(scopes)),
-                }
-                response = self.http.post(realm, data=form)
-            else:
-                headers = {}
-                basic = creds.basic() if creds else None
-                if basic:
-                    headers["Authorization"] = basic
-                response = self.http.get(realm, params=query, headers=headers)
-        except httpx.TransportError as e:
-            raise RegistryError(f"token service {parts.netloc} unreachable: {type(e).__name__}") from None
-        if response.status_code in (401, 403):
-            raise RegistryError(
-                f"the token service {parts.netloc} refused the credentials for {self.host}"
-                f" (HTTP {response.status_code})"
-            )
-        if response.status_code != 200:
-            raise RegistryError(f"token service {parts.netloc}: HTTP {response.status_code}")
+            response = self.http.send(request, stream=True)
+            if response.status_code in (401, 403):
+                response.close()
+                raise RegistryError(
+                    f"the token service {service} refused the credentials for {self.host}"
+                    f" (HTTP {response.status_code})"
+                )
+            if response.status_code != 200:
+                response.close()
+                raise RegistryError(f"{what}: HTTP {response.status_code}")
+            body = read_capped(response, MAX_TOKEN_RESPONSE_BYTES, what)
+        except httpx.HTTPError as e:
+            raise RegistryError(f"{what} unreachable: {type(e).__name__}") from None
         try:
-            doc = response.json()
+            doc = json.loads(body)
             token = doc.get("token") or doc.get("access_token")
         except (ValueError, AttributeError):
             token = None
         if not isinstance(token, str) or not token:
-            raise RegistryError(f"token service {parts.netloc} returned no token")
-        return token
+            raise RegistryError(f"{what} returned no token")
+        return _checked(token, f"the token from {what}")
+
+
+def _checked(token: str, what: str) -> str:
+    """A token that can be sent as a header value as it is."""
+    if not _TOKEN.fullmatch(token):
+        raise RegistryError(
+            f"{what} is not a token that can be sent (spaces, control characters or too long)"
+        )
+    return token

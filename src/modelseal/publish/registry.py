@@ -3,10 +3,13 @@
 It authenticates on demand (Basic, or a Bearer token from the registry's
 token service), retries connection errors and 5xx answers with backoff, and
 checks every digest the registry returns; large blobs go up through
-:mod:`modelseal.publish.upload`, in constant memory and resumably.
-Credentials are sent only to the registry's own host (and to the token
-service it names, over HTTPS or on the same host); they never appear in
-errors or logs.
+:mod:`modelseal.publish.upload`, in constant memory and resumably. Every
+body is streamed and read with a cap (a manifest 4 MiB, anything else
+64 KiB), as served (``Accept-Encoding: identity``; a compressed body is
+refused, never inflated). The ``Authorization`` header goes only to the
+registry's own origin (scheme, host and port), and an HTTPS registry is never
+followed down to plain HTTP (see :mod:`modelseal.publish.urls`); credentials
+never appear in errors or logs.
 """
 
 from __future__ import annotations
@@ -25,6 +28,9 @@ from modelseal.errors import InputError, RegistryError
 from modelseal.publish.auth import Credentials
 from modelseal.publish.challenge import Authenticator
 from modelseal.publish.reference import ImageReference
+from modelseal.publish.replies import MAX_REPLY_BYTES, refuse_tls_failure, registry_error, with_body
+from modelseal.publish.replies import read_capped as _read_capped
+from modelseal.publish.urls import join_location, origin
 
 __all__ = ["MANIFEST_TYPES", "RETRY_STATUSES", "RegistryClient", "registry_error"]
 
@@ -38,17 +44,6 @@ MANIFEST_TYPES = (
 )
 MAX_MANIFEST_BYTES = 4 * 1024 * 1024
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
-
-
-def registry_error(response: httpx.Response, what: str) -> RegistryError:
-    detail = ""
-    try:
-        errors = response.json().get("errors") or []
-        if errors and isinstance(errors[0], dict):
-            detail = f": {errors[0].get('code', '')} {errors[0].get('message', '')}".rstrip()
-    except (ValueError, AttributeError):
-        pass
-    return RegistryError(f"{what}: HTTP {response.status_code}{detail}")
 
 
 class RegistryClient:
@@ -90,7 +85,7 @@ class RegistryClient:
             verify=verify,
             timeout=httpx.Timeout(connect=15.0, read=600.0, write=600.0, pool=15.0),
             follow_redirects=False,
-            headers={"User-Agent": user_agent},
+            headers={"User-Agent": user_agent, "Accept-Encoding": "identity"},
         )
         self._auth = Authenticator(self.host, self.base, plain_http, credentials, self._client)
 
@@ -107,12 +102,18 @@ class RegistryClient:
     # -- requests, auth and retries -------------------------------------------------
 
     def resolve(self, path_or_url: str) -> str:
-        """An absolute URL on this registry for a path (or a Location header)."""
-        return urllib.parse.urljoin(self.base + "/", path_or_url)
+        """An absolute URL on this registry for a path (or a Location header).
 
-    def _same_host(self, url: str) -> bool:
-        parts = urllib.parse.urlsplit(url)
-        return parts.netloc.lower() == self.host.lower()
+        Raises:
+            RegistryError: not an http(s) URL (a malformed Location).
+        """
+        url = join_location(self.base + "/", path_or_url)
+        if url is None:
+            raise RegistryError(f"the registry {self.host} gave a location that is not an http(s) URL")
+        return url
+
+    def _same_origin(self, url: str) -> bool:
+        return origin(url) == origin(self.base)
 
     def send(
         self,
@@ -122,11 +123,31 @@ class RegistryClient:
         headers: dict[str, str] | None = None,
         content: bytes | Iterator[bytes] | None = None,
     ) -> httpx.Response:
-        """One request, with the current authorization for this host; no retry (see :meth:`request`)."""
+        """One streamed request, authorized only on this registry's origin; no retry (see :meth:`request`).
+
+        The caller reads the body with a cap (:func:`registry_error` does) or closes it.
+
+        Raises:
+            RegistryError: ``url`` is not http(s), or leads from HTTPS down to plain HTTP.
+            httpx.TransportError: the request failed on the way.
+        """
+        target = origin(url)
+        if target is None:
+            raise RegistryError(f"the registry {self.host} gave a location that is not an http(s) URL")
+        if target[0] == "http" and not self.plain_http:
+            raise RegistryError(
+                f"refusing to follow the HTTPS registry {self.host} to plain HTTP ({target[1]}:{target[2]})"
+            )
         h = dict(headers or {})
-        if self._authorization and self._same_host(url):
+        if self._authorization and self._same_origin(url):
             h["Authorization"] = self._authorization
-        return self._client.request(method, url, headers=h, content=content)
+        try:
+            request = self._client.build_request(method, url, headers=h, content=content)
+        except httpx.InvalidURL:
+            raise RegistryError(
+                f"the registry {self.host} gave a location that is not an http(s) URL"
+            ) from None
+        return self._client.send(request, stream=True)
 
     def request(
         self,
@@ -137,11 +158,15 @@ class RegistryClient:
         headers: dict[str, str] | None = None,
         content: bytes | None = None,
         ok: tuple[int, ...] = (200,),
+        limit: int = MAX_REPLY_BYTES,
     ) -> httpx.Response:
         """Send a replayable request: authenticate on 401, retry transient failures.
 
+        Returns the response read, its body at most ``limit`` bytes.
+
         Raises:
-            RegistryError: refused, unreachable after retries, or an unexpected status.
+            RegistryError: refused, unreachable after retries, an unexpected
+                status, or a body larger than ``limit``.
         """
         url = self.resolve(path_or_url)
         authenticated = False
@@ -149,25 +174,34 @@ class RegistryClient:
         while True:
             try:
                 response = self.send(method, url, headers=headers, content=content)
+                if response.status_code in ok:
+                    return with_body(response, _read_capped(response, limit, what))
+                error = registry_error(response, what)  # reads at most 64 KiB, and closes
+            except httpx.LocalProtocolError:  # its message may quote a header: name no more
+                raise RegistryError(f"{what}: the request to {self.host} could not be sent") from None
             except httpx.TransportError as e:
-                _refuse_tls_failure(e, self.host)
+                refuse_tls_failure(e, self.host)
                 attempt = self.retry_pause(attempt, what, f"{type(e).__name__}: {e}")
                 continue
-            if response.status_code == 401 and self._same_host(url) and not authenticated:
+            except httpx.HTTPError as e:
+                raise RegistryError(
+                    f"{what}: {self.host} answered what could not be read ({type(e).__name__})"
+                ) from None
+            status = response.status_code
+            if status == 401 and self._same_origin(url) and not authenticated:
                 self.answer_challenge(response)
                 authenticated = True
                 continue
-            if response.status_code == 401:
+            if status == 401:
                 raise RegistryError(f"{what}: the registry {self.host} refused the credentials (HTTP 401)")
-            if response.status_code in RETRY_STATUSES:
-                attempt = self.retry_pause(attempt, what, f"HTTP {response.status_code}", response)
+            if status in RETRY_STATUSES:
+                retry_after = response.headers.get("Retry-After", "")
+                attempt = self.retry_pause(attempt, what, f"HTTP {status}", retry_after)
                 continue
-            if response.status_code not in ok:
-                raise registry_error(response, what)
-            return response
+            raise error
 
-    def retry_pause(self, attempt: int, what: str, why: str, response: httpx.Response | None = None) -> int:
-        """Wait before retry ``attempt`` (honouring Retry-After); return the next attempt number.
+    def retry_pause(self, attempt: int, what: str, why: str, retry_after: str = "") -> int:
+        """Wait before retry ``attempt`` (honouring a Retry-After in seconds); return the next attempt number.
 
         Raises:
             RegistryError: the retries are spent.
@@ -175,8 +209,7 @@ class RegistryClient:
         if attempt >= self.retries:
             raise RegistryError(f"{what}: {self.host} failed {attempt + 1} times, last: {why}")
         delay = min(self.backoff * 2**attempt, 8.0)
-        retry_after = response.headers.get("Retry-After", "") if response is not None else ""
-        if retry_after.isdigit():
+        if retry_after.isascii() and retry_after.isdigit():
             delay = min(float(retry_after), 30.0)
         _logger.info("%s: %s; retrying in %.1fs", what, why, delay)
         time.sleep(delay)
@@ -282,12 +315,11 @@ class RegistryClient:
             what=f"fetch manifest {reference}",
             headers={"Accept": ", ".join(MANIFEST_TYPES)},
             ok=(200, 404),
+            limit=MAX_MANIFEST_BYTES,
         )
         if r.status_code == 404:
             return None
         body = r.content
-        if len(body) > MAX_MANIFEST_BYTES:
-            raise RegistryError(f"fetch manifest {reference}: larger than {MAX_MANIFEST_BYTES} bytes")
         digest = "sha256:" + hashlib.sha256(body).hexdigest()
         if reference.startswith("sha256:") and digest != reference:
             raise RegistryError(f"fetch manifest: {self.host} served {digest} for {reference}")
@@ -296,112 +328,14 @@ class RegistryClient:
 
     # -- reading blobs ---------------------------------------------------------------
 
-    @contextlib.contextmanager
-    def open_blob(self, digest: str, *, chunk_size: int = 1024 * 1024) -> Iterator[Iterator[bytes]]:
-        """Stream a blob: yields an iterator of its raw bytes, at most ``chunk_size`` at a time.
-
-        Redirects (a registry may serve blobs from a CDN) are followed up to
-        :data:`MAX_REDIRECTS` times, never from HTTPS to plain HTTP; credentials
-        go only to this registry's own scheme, host and port. Nothing is
-        decompressed: the caller hashes exactly what was sent and checks the digest.
+    def open_blob(
+        self, digest: str, *, chunk_size: int = 1024 * 1024
+    ) -> contextlib.AbstractContextManager[Iterator[bytes]]:
+        """Stream a blob: see :func:`modelseal.publish.blobs.open_blob`.
 
         Raises:
             RegistryError: absent, refused, unreachable, or broken off mid-stream.
         """
-        what = f"fetch blob {digest[:19]}"
-        response = self._blob_response(self.resolve(f"/v2/{self.repository}/blobs/{digest}"), what)
-        try:
-            yield _raw_chunks(response, chunk_size, what)
-        finally:
-            response.close()
+        from modelseal.publish.blobs import open_blob
 
-    def _blob_response(self, url: str, what: str) -> httpx.Response:
-        own = urllib.parse.urlsplit(self.base)
-        authenticated, attempt, redirects = False, 0, 0
-        while True:
-            parts = urllib.parse.urlsplit(url)
-            at_home = (parts.scheme, parts.netloc.lower()) == (own.scheme, own.netloc.lower())
-            headers = {"Accept-Encoding": "identity"}
-            if self._authorization and at_home:
-                headers["Authorization"] = self._authorization
-            try:
-                request = self._client.build_request("GET", url, headers=headers)
-                response = self._client.send(request, stream=True)
-            except httpx.InvalidURL:
-                raise RegistryError(f"{what}: the registry redirected to an invalid URL") from None
-            except httpx.TransportError as e:
-                _refuse_tls_failure(e, parts.netloc)
-                attempt = self.retry_pause(attempt, what, f"{type(e).__name__}: {e}")
-                continue
-            status = response.status_code
-            if status == 200:
-                return response
-            location = response.headers.get("Location", "")
-            body = _capped_body(response, MAX_ERROR_BODY)
-            if status == 401 and at_home and not authenticated:
-                self.answer_challenge(response)
-                authenticated = True
-            elif status in (301, 302, 303, 307, 308) and location:
-                redirects += 1
-                try:
-                    target = urllib.parse.urljoin(url, location)
-                    scheme = urllib.parse.urlsplit(target).scheme
-                except ValueError:
-                    raise RegistryError(f"{what}: the registry redirected to an invalid URL") from None
-                if redirects > MAX_REDIRECTS:
-                    raise RegistryError(f"{what}: more than {MAX_REDIRECTS} redirects")
-                if scheme not in ("http", "https") or (scheme == "http" and parts.scheme == "https"):
-                    raise RegistryError(
-                        f"{what}: a redirect from {parts.scheme} to {scheme or 'no scheme'} is refused"
-                    )
-                url = target
-            elif status == 404:
-                raise RegistryError(f"{what}: no such blob in {self.host}/{self.repository}")
-            elif status in RETRY_STATUSES:
-                attempt = self.retry_pause(attempt, what, f"HTTP {status}", response)
-            else:
-                raise registry_error(httpx.Response(status, content=body), what)
-
-
-def _refuse_tls_failure(error: httpx.TransportError, host: str) -> None:
-    """A certificate that does not verify will not verify on a retry: say so at once."""
-    cause: BaseException | None = error
-    while cause is not None:
-        if isinstance(cause, ssl.SSLCertVerificationError):
-            raise RegistryError(
-                f"TLS: the certificate of {host} does not verify ({cause.verify_message});"
-                " pass --ca-file with the CA that signed it"
-            ) from None
-        if isinstance(cause, ssl.SSLError) and "WRONG_VERSION_NUMBER" in str(cause):
-            raise RegistryError(
-                f"TLS: {host} does not speak HTTPS; pass --plain-http for a plain HTTP registry"
-            )
-        cause = cause.__cause__ or cause.__context__
-
-
-# reading blobs: redirects followed, bytes of an error body kept
-MAX_REDIRECTS = 5
-MAX_ERROR_BODY = 64 * 1024
-
-
-def _capped_body(response: httpx.Response, cap: int) -> bytes:
-    """At most ``cap`` bytes of a streamed response's body, then the response is closed."""
-    data = bytearray()
-    try:
-        for chunk in response.iter_raw():
-            data += chunk[: cap - len(data)]
-            if len(data) >= cap:
-                break
-    except httpx.HTTPError:
-        pass  # an error body is a courtesy
-    finally:
-        response.close()
-    return bytes(data)
-
-
-def _raw_chunks(response: httpx.Response, chunk_size: int, what: str) -> Iterator[bytes]:
-    """The body as sent, a broken connection as a :class:`RegistryError`."""
-    try:
-        yield from response.iter_raw(chunk_size)
-    except httpx.HTTPError as e:
-        raise RegistryError(f"{what}: the download broke off ({type(e).__name__})") from None
+        return open_blob(self, digest, chunk_size=chunk_size)

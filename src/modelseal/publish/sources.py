@@ -17,6 +17,7 @@ from pathlib import PurePosixPath
 
 from modelseal.errors import InputError
 from modelseal.publish.layout import validate_paths
+from modelseal.publish.urls import origin
 
 __all__ = ["HF_HOST", "StagePlan", "plan_stage", "public_url"]
 
@@ -27,9 +28,13 @@ _GLOB = set("*?[")
 def public_url(url: str) -> str:
     """``url`` without what may be secret (user info, query, fragment), for messages and annotations.
 
-    Signed URLs carry their credentials in the query; a local path is returned as it is.
+    Signed URLs carry their credentials in the query; a local path is returned as it is,
+    and a URL that does not parse as none of it.
     """
-    parts = urllib.parse.urlsplit(url)
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return "(a malformed URL)"
     if not parts.scheme or not parts.netloc:
         return url
     host = parts.netloc.rpartition("@")[2]  # as written: hf:// organisations keep their case
@@ -76,13 +81,29 @@ def _url_dest(url: str) -> str:
     return inside if inside else PurePosixPath(urllib.parse.urlsplit(url).path).name
 
 
+def _checked_url(url: str, what: str) -> str:
+    """An http(s) URL that parses; user info (a password) only over HTTPS.
+
+    Raises:
+        InputError: malformed, or a password for plain HTTP. The URL is not quoted: it may hold secrets.
+    """
+    where = origin(url)
+    if where is None:
+        raise InputError(f"{what} is not a valid http(s) URL")
+    if where[0] == "http" and "@" in urllib.parse.urlsplit(url).netloc:
+        raise InputError(f"{what} carries credentials in a plain-HTTP URL: use https://")
+    return url
+
+
 def _one(source: str, entry: str | None) -> tuple[str, str]:
+    if source.startswith(("http://", "https://")):
+        _checked_url(source, "the source")
+    if entry is not None and entry.startswith(("http://", "https://")):  # a signed URL's query is no glob
+        return _checked_url(entry, f"files entry {public_url(entry)!r}"), _url_dest(entry)
     if entry is not None and any(c in _GLOB for c in entry):
         raise InputError(
             f"files entry {entry!r} is a glob; name each file (an image has no listing to expand)"
         )
-    if entry is not None and entry.startswith(("http://", "https://")):
-        return entry, _url_dest(entry)
     hf = _hf_repo(source)
     if hf is not None:
         if entry is None:
@@ -99,7 +120,9 @@ def _one(source: str, entry: str | None) -> tuple[str, str]:
         return source.rstrip("/") + "/" + urllib.parse.quote(entry.lstrip("/")), entry.lstrip("/")
     local = source[len("file://") :] if source.startswith("file://") else source
     if not local.startswith("/"):
-        raise InputError(f"source {source!r} is not a URL, hf:// repository or absolute local path")
+        raise InputError(
+            f"source {public_url(source)!r} is not a URL, hf:// repository or absolute local path"
+        )
     if entry is None:
         return local, PurePosixPath(local).name
     return posixpath.join(local, entry.lstrip("/")), entry.lstrip("/")

@@ -4,10 +4,13 @@ Each file streams to a ``.partial`` under ``<dir>/.cache/modelseal-stage/``
 (a folder the publisher's walk skips) while it is hashed; an interrupted
 transfer resumes with ``Range`` (and a restarted process re-hashes what it
 already has); only a file whose SHA-256 matches its pin is renamed into
-place. ``HF_TOKEN`` goes to huggingface.co only: redirects are followed by
-hand and the token is dropped when one leaves that host. Files start in list
-order, ``concurrency`` at a time, and while the bytes in flight fit
-``max_in_flight`` (or nothing else is in flight).
+place. The bytes hashed are the bytes served (``Accept-Encoding: identity``,
+never inflated). ``HF_TOKEN`` goes to ``https://huggingface.co`` only (scheme,
+host and port): redirects are followed by hand, the token is dropped when one
+leaves that origin, and a redirect from HTTPS down to plain HTTP, or to
+anything but an http(s) URL, is refused. Messages show a URL without its user
+info or query. Files start in list order, ``concurrency`` at a time, and
+while the bytes in flight fit ``max_in_flight`` (or nothing else is in flight).
 """
 
 from __future__ import annotations
@@ -15,9 +18,9 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import stat
 import threading
 import time
-import urllib.parse
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -26,14 +29,15 @@ from pathlib import Path
 import httpx
 
 from modelseal.errors import InputError, OperationalError, VerificationError
+from modelseal.publish.fetch import Fetcher
 from modelseal.publish.partial import Digest, PartialWriter
 from modelseal.publish.sources import HF_HOST, StagePlan, public_url
+from modelseal.publish.urls import origin
 
 __all__ = ["StagedFile", "Stager", "parse_quantity"]
 
 _logger = logging.getLogger(__name__)
 BLOCK = 4 * 1024 * 1024
-MAX_REDIRECTS = 10
 _UNITS = {"": 1, "k": 1000, "M": 1000**2, "G": 1000**3, "T": 1000**4,
           "Ki": 1024, "Mi": 1024**2, "Gi": 1024**3, "Ti": 1024**4}  # fmt: skip
 
@@ -86,19 +90,14 @@ class Stager:
         self.max_in_flight = max_in_flight
         self.retries = retries
         self.backoff = backoff
-        self.hf_token = hf_token
         self.progress = progress
-        self._client = httpx.Client(
-            transport=transport, follow_redirects=False, timeout=httpx.Timeout(30.0, read=300.0),
-            # identity: the bytes hashed are the bytes served, never a decompressed copy
-            headers={"User-Agent": "modelseal-stage", "Accept-Encoding": "identity"},
-        )  # fmt: skip
+        self._fetch = Fetcher(hf_token=hf_token, transport=transport)
         self._lock = threading.Condition()
         self._in_flight = 0
         self._running = 0
 
     def close(self) -> None:
-        self._client.close()
+        self._fetch.close()
 
     def __enter__(self) -> Stager:
         return self
@@ -136,13 +135,8 @@ class Stager:
                 return Path(plan.origin).stat().st_size
             except OSError:
                 return self.max_in_flight
-        try:
-            response = self._follow("HEAD", plan.origin, {})
-            length = response.headers.get("Content-Length", "")
-            response.close()
-            return int(length) if length.isdigit() else self.max_in_flight
-        except (OperationalError, httpx.HTTPError):
-            return self.max_in_flight
+        size = self._fetch.size(plan.origin)
+        return self.max_in_flight if size is None else size
 
     def _admit(self, size: int) -> None:
         with self._lock:
@@ -190,17 +184,19 @@ class Stager:
         return StagedFile(plan.dest, size, digest, restarts)
 
     def _copy_local(self, plan: StagePlan, partial: Path, hasher: Digest) -> None:
+        """Copy a regular file: a FIFO, a device (``/dev/zero``) or a directory is refused, never read."""
         try:
-            with (
-                open(plan.origin, "rb") as src,
-                PartialWriter(partial, 0, hasher, plan.dest, self.progress) as out,
-            ):
-                while block := src.read(BLOCK):
-                    out.feed(block)
+            fd = os.open(plan.origin, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO's open does not wait
         except FileNotFoundError:
             raise InputError(f"{plan.dest}: local source {plan.origin} does not exist") from None
-        except IsADirectoryError:
-            raise InputError(f"{plan.dest}: local source {plan.origin} is a directory") from None
+        except OSError as e:
+            raise InputError(f"{plan.dest}: local source {plan.origin}: {e.strerror or e}") from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise InputError(f"{plan.dest}: local source {plan.origin} is not a regular file")
+        with os.fdopen(fd, "rb") as src, PartialWriter(partial, 0, hasher, plan.dest, self.progress) as out:
+            while block := src.read(BLOCK):
+                out.feed(block)
 
     def _download(self, plan: StagePlan, partial: Path, hasher: Digest) -> int:
         have = 0
@@ -217,7 +213,7 @@ class Stager:
             except _Interrupted as e:
                 if attempt >= self.retries:
                     raise OperationalError(
-                        f"{plan.dest}: {plan.origin} failed {attempt + 1} times, last: {e}"
+                        f"{plan.dest}: {public_url(plan.origin)} failed {attempt + 1} times, last: {e}"
                     ) from None
                 attempt += 1
                 have = partial.stat().st_size if partial.exists() else 0
@@ -229,7 +225,10 @@ class Stager:
     def _transfer(self, plan: StagePlan, partial: Path, hasher: Digest, have: int) -> tuple[int, int]:
         headers = {"Range": f"bytes={have}-"} if have else {}
         try:
-            response = self._follow("GET", plan.origin, headers, stream=True)
+            response = self._fetch.open("GET", plan.origin, headers)
+        except (httpx.LocalProtocolError, httpx.UnsupportedProtocol, httpx.InvalidURL) as e:
+            # not worth a retry; the message may quote a header, so only its type is named
+            raise OperationalError(f"{plan.dest}: {public_url(plan.origin)}: {type(e).__name__}") from None
         except httpx.TransportError as e:
             raise _Interrupted(f"{type(e).__name__}") from None
         restarted = 0
@@ -240,7 +239,7 @@ class Stager:
             if status == 404:
                 raise OperationalError(f"{plan.dest}: {public_url(plan.origin)} was not found (HTTP 404)")
             if status in (401, 403):
-                hint = "; set HF_TOKEN" if urllib.parse.urlsplit(plan.origin).hostname == HF_HOST else ""
+                hint = "; set HF_TOKEN" if (origin(plan.origin) or ("", ""))[1] == HF_HOST else ""
                 raise OperationalError(
                     f"{plan.dest}: {public_url(plan.origin)} refused access (HTTP {status}){hint}"
                 )
@@ -261,33 +260,23 @@ class Stager:
             got = 0
             with PartialWriter(partial, have, hasher, plan.dest, self.progress) as out:
                 try:
-                    # as the network delivers them (~64 KiB): no re-chunking copies, and a cut
-                    # loses nothing already received; hashing and writing overlap the next read
-                    for block in response.iter_bytes():
+                    # as the network delivers them (~64 KiB) and as served (never inflated): no
+                    # re-chunking copies, a cut loses nothing already received, and no few bytes
+                    # on the wire become gigabytes in memory
+                    for block in response.iter_raw():
                         out.feed(block)
                         got += len(block)
                 except httpx.TransportError as e:
                     raise _Interrupted(f"{type(e).__name__} after {have + got} bytes") from None
-            if expected.isdigit() and got != int(expected):
+                except httpx.HTTPError as e:
+                    raise OperationalError(
+                        f"{plan.dest}: {public_url(plan.origin)}: {type(e).__name__} after {have + got} bytes"
+                    ) from None
+            if expected.isascii() and expected.isdigit() and got != int(expected):
                 raise _Interrupted(f"the connection closed after {got} of {expected} bytes")
             return have + got, restarted
         finally:
             response.close()
-
-    def _follow(self, method: str, url: str, headers: dict[str, str], stream: bool = False) -> httpx.Response:
-        """Follow redirects by hand, so the Hugging Face token never leaves huggingface.co."""
-        for _ in range(MAX_REDIRECTS):
-            h = dict(headers)
-            if self.hf_token and urllib.parse.urlsplit(url).hostname == HF_HOST:
-                h["Authorization"] = f"Bearer {self.hf_token}"
-            request = self._client.build_request(method, url, headers=h)
-            response = self._client.send(request, stream=stream)
-            if response.status_code in (301, 302, 303, 307, 308) and "Location" in response.headers:
-                url = urllib.parse.urljoin(url, response.headers["Location"])
-                response.close()
-                continue
-            return response
-        raise OperationalError(f"{public_url(url)}: more than {MAX_REDIRECTS} redirects")
 
 
 def _sha256_of(path: Path) -> str:

@@ -78,6 +78,8 @@ def upload_stream(
         work = state.copy()
         try:
             location = _patch(client, location, confirmed, end, read, work, progress)
+        except httpx.LocalProtocolError:  # its message may quote a header: name no more
+            raise RegistryError(f"upload: a request to {client.host} could not be sent") from None
         except (httpx.TransportError, _RetryableStatusError) as e:
             attempt = client.retry_pause(attempt, "upload", str(e) or type(e).__name__)
             location, confirmed, state = _resume(client, location, confirmed, state, read)
@@ -140,7 +142,13 @@ def _resume(
     r = client.request("GET", location, what="upload status", ok=(204, 404))
     received = None
     rng = r.headers.get("Range", "")
-    if r.status_code == 204 and rng.startswith("0-") and rng[2:].isdigit() and rng != "0-0":
+    if (
+        r.status_code == 204
+        and rng.startswith("0-")
+        and rng[2:].isascii()
+        and rng[2:].isdigit()
+        and rng != "0-0"
+    ):
         received = int(rng[2:]) + 1
     # "0-0" means 0 or 1 bytes in distribution; a restart costs nothing then.
     if received is None or received < confirmed or received > confirmed + client.chunk_size:
