@@ -200,10 +200,13 @@ class KubeApi:
             KubeError: the API refused or failed.
         """
         check_subdomain(job, "Job name")
+        return await self._pods(namespace, f"job-name={job}", f"Job {namespace}/{job}")
+
+    async def _pods(self, namespace: str, selector: str, of: str) -> list[dict[str, Any]]:
         r = await self._call("GET", api_path(_CORE, namespace, "pods"), limit=LIST_LIMIT,
-                             params={"labelSelector": f"job-name={job}"})  # fmt: skip
+                             params={"labelSelector": selector})  # fmt: skip
         if r.status_code != 200:
-            raise KubeError(f"list the pods of Job {namespace}/{job}: {self._message(r)}")
+            raise KubeError(f"list the pods of {of}: {self._message(r)}")
         found = r.json()
         items = found.get("items") if isinstance(found, dict) else None
         return [p for p in items if isinstance(p, dict)] if isinstance(items, list) else []
@@ -289,13 +292,9 @@ class KubeApi:
             KubeError: the API refused or failed.
         """
         check_subdomain(model, "Model name")
-        r = await self._call("GET", api_path(_CORE, namespace, "pods"), limit=LIST_LIMIT,
-                             params={"labelSelector": f"inference.llmkube.dev/model={model}"})  # fmt: skip
-        if r.status_code != 200:
-            raise KubeError(f"list the pods of Model {namespace}/{model}: {self._message(r)}")
-        found = r.json()
-        items = found.get("items") if isinstance(found, dict) else None
-        return [p for p in items if isinstance(p, dict)] if isinstance(items, list) else []
+        return await self._pods(
+            namespace, f"inference.llmkube.dev/model={model}", f"Model {namespace}/{model}"
+        )
 
     async def evict_pod(self, namespace: str, name: str) -> bool:
         """Evict a Pod through the Eviction API (PodDisruptionBudgets hold); False when one refused.
