@@ -57,7 +57,12 @@ def register(commands: Any) -> None:
     attest = commands.add_parser("attest", help="sign an in-toto Statement over files (for CI)")
     attest.add_argument("paths", nargs="+", metavar="PATH", help="files or model directories")
     attest.add_argument("--key", action="append", required=True, help="private key; repeat to co-sign")
-    attest.add_argument("--predicate-type", required=True, metavar="URI")
+    attest.add_argument(
+        "--predicate-type",
+        required=True,
+        metavar="URI",
+        help="the Statement's predicateType (verify admits it with --predicate-type)",
+    )
     attest.add_argument("--predicate", metavar="FILE", help="predicate JSON object (default {})")
     attest.add_argument("--out", help="write the envelope here (default: stdout)")
     attest.set_defaults(handler=attest_cmd)
@@ -86,7 +91,7 @@ def register(commands: Any) -> None:
     verify.set_defaults(handler=verify_cmd)
 
     digest = commands.add_parser("digest", help="SHA-256 of a file, socair's digest of a directory")
-    digest.add_argument("path", metavar="PATH")
+    digest.add_argument("path", metavar="PATH", help="a file, or a model directory")
     digest.add_argument("--jobs", type=int, metavar="N", help="files hashed at once (default: cores)")
     digest.add_argument("--json", action="store_true", help="print the digest and files as JSON")
     digest.set_defaults(handler=digest_cmd)

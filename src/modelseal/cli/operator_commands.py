@@ -60,8 +60,13 @@ def register(commands: Any) -> None:
     run.add_argument("--registry-config", metavar="FILE",
                      help="docker config.json with credentials for reading oci:// sources")  # fmt: skip
     run.add_argument("--registry-ca-file", metavar="FILE", help="CA bundle for registries with a private CA")
-    run.add_argument("--plain-http-registry", action="append", default=[], metavar="HOST[:PORT]",
-                     help="read this registry over plain HTTP (labs and tests only; repeat)")  # fmt: skip
+    # --plain-http as publish spells it, naming the registry; --plain-http-registry is the old spelling
+    run.add_argument("--plain-http", dest="plain_http_registry", action="append", default=[],
+                     metavar="HOST[:PORT]",
+                     help="talk plain HTTP to this registry (labs and tests only; repeat)")  # fmt: skip
+    run.add_argument(
+        "--plain-http-registry", dest="plain_http_registry", action="append", help=argparse.SUPPRESS
+    )
     run.add_argument("--model-status", default="full", metavar="MODE",
                      help="full: write phase and conditions (modelseal is the only Model controller);"
                      " conditions: only modelseal.dev/ conditions, beside LLMKube's controller")  # fmt: skip

@@ -370,7 +370,7 @@ def _refuse_tls_failure(error: httpx.TransportError, host: str) -> None:
         if isinstance(cause, ssl.SSLCertVerificationError):
             raise RegistryError(
                 f"TLS: the certificate of {host} does not verify ({cause.verify_message});"
-                " pass --ca-file with the CA that signed it"
+                " pass --registry-ca-file with the CA that signed it"
             ) from None
         if isinstance(cause, ssl.SSLError) and "WRONG_VERSION_NUMBER" in str(cause):
             raise RegistryError(
