@@ -8,7 +8,7 @@ import logging
 import os
 from typing import Any
 
-from modelseal.errors import UsageError
+from modelseal.errors import OperationalError, UsageError
 
 __all__ = ["register"]
 
@@ -94,8 +94,8 @@ def run_cmd(args: argparse.Namespace) -> int:
         from modelseal.operator.metrics import OperatorMetrics
         from modelseal.operator.reconciler import Reconciler
         from modelseal.operator.settings import OperatorSettings
-    except ImportError as e:  # pragma: no cover - depends on the install
-        raise UsageError(
+    except ImportError as e:  # an environment problem, not a usage one: exit 3
+        raise OperationalError(
             f"the operator needs its extra: pip install 'modelseal[operator]' ({e.name} is missing)"
         ) from None
     settings = OperatorSettings.from_flags(
@@ -119,7 +119,11 @@ def run_cmd(args: argparse.Namespace) -> int:
     )
     if not 0 <= args.metrics_port <= 65535:
         raise UsageError("--metrics-port must be between 0 and 65535")
+    from modelseal.operator.cluster_access import find_cluster
+
+    cluster = find_cluster()  # before kopf, whose login would log tracebacks and retry
     logging.getLogger("modelseal").setLevel(logging.INFO)
+    logging.info("logging in with %s", cluster)
     logging.info(
         "model attestation policy: mode=%s trustedKeys=%s allowConditions=%s maxAge=%s modelStatus=%s",
         settings.mode.value, settings.trusted_keys_ref, settings.allow_conditions, settings.max_age,
