@@ -213,6 +213,7 @@ def verify_cmd(args: argparse.Namespace) -> int:
     from modelseal.attest.verdict import Mode, Reason, Verdict
     from modelseal.attest.verifier import ExpectedDigest, evaluate
     from modelseal.cli import render
+    from modelseal.cli.hints import refusal_hint
 
     if args.sha256 is not None and not _HEX64.fullmatch(args.sha256.strip()):
         raise UsageError(f"--sha256 {args.sha256!r} is not 64 hex digits")
@@ -224,6 +225,7 @@ def verify_cmd(args: argparse.Namespace) -> int:
         now = at
     policy = _policy(args)
     mode = Mode(args.mode)
+    envelope = b""
     try:
         envelope = read_limited(args.envelope, MAX_ENVELOPE_BYTES, what="attestation")
         expected, directory = None, None
@@ -243,11 +245,12 @@ def verify_cmd(args: argparse.Namespace) -> int:
         doc = {"mode": mode.value, **verdict.model_dump(mode="json"), **_skipped_json(directory)}
         print(json.dumps(doc, indent=2))
     if not verdict.admitted:
+        hint = refusal_hint(verdict, envelope, args)
         if verdict.blocks(mode):
             if not args.json:
-                print(f"error: {printable(verdict.message)}", file=sys.stderr)
+                print(f"error: {printable(verdict.message)}{hint}", file=sys.stderr)
             return 1
-        print(f"warning: {printable(verdict.message)} (warn mode: not blocking)", file=sys.stderr)
+        print(f"warning: {printable(verdict.message)}{hint} (warn mode: not blocking)", file=sys.stderr)
         return 0
     if not args.json:
         print(render.admitted(verdict, bound=expected is not None))
