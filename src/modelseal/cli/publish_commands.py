@@ -110,7 +110,13 @@ def _client(ref: Any, args: argparse.Namespace, chunk_mib: int = 512, *, push: b
         chunk_size=chunk_mib * 2**20,
         ca_file=args.ca_file,
         push=push,
+        on_retry=_say,
     )
+
+
+def _say(line: str) -> None:
+    """A retry notice: one line on stderr, as it happens."""
+    print(printable(line), file=sys.stderr, flush=True)
 
 
 def publish_cmd(args: argparse.Namespace) -> int:
@@ -133,7 +139,10 @@ def publish_cmd(args: argparse.Namespace) -> int:
     for f in files:
         with contextlib.suppress(OSError):  # publish() reports a missing file
             total += layer_length(f.path, f.source.stat().st_size)
-    with _client(destination, args, args.chunk_size_mib) as client, ProgressBar("publishing", total) as bar:
+    with (
+        _client(destination, args, args.chunk_size_mib) as client,
+        ProgressBar("publishing", total, lines=True) as bar,
+    ):
         result = publish(
             destination,
             files,
@@ -303,9 +312,9 @@ def stage_cmd(args: argparse.Namespace) -> int:
     plans = plan_stage(args.source, args.files, sha256=args.sha256, file_sha256=pins)
     cap = parse_quantity(args.download_max_in_flight) if args.download_max_in_flight else None
     token = os.environ.get("HF_TOKEN") or None
-    with ProgressBar("staging") as bar, Stager(
+    with ProgressBar("staging", lines=True) as bar, Stager(
         Path(args.to), concurrency=args.download_concurrency, max_in_flight=cap, retries=args.retries,
-        hf_token=token, progress=bar.advance,
+        hf_token=token, progress=bar.advance, on_retry=_say,
     ) as stager:  # fmt: skip
         staged = stager.stage(plans)
     if args.json:

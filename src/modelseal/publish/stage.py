@@ -28,6 +28,7 @@ import httpx
 from modelseal.errors import InputError, OperationalError, VerificationError
 from modelseal.publish.partial import Digest, PartialWriter
 from modelseal.publish.sources import HF_HOST, StagePlan, public_url
+from modelseal.publish.transport_errors import NO_SUCH_HOST, REFUSED, describe_transport_error
 
 __all__ = ["StagedFile", "Stager", "parse_quantity"]
 
@@ -80,8 +81,11 @@ class Stager:
         hf_token: str | None = None,
         transport: httpx.BaseTransport | None = None,
         progress: Callable[[int], None] | None = None,
+        on_retry: Callable[[str], None] | None = None,
     ) -> None:
         self.target = target
+        self.on_retry = on_retry  # told each retry in one line (the CLI prints it on stderr)
+        self._answered: set[str] = set()  # hosts that answered: a refusal after that is worth a retry
         self.concurrency = max(1, concurrency)
         self.max_in_flight = max_in_flight
         self.retries = retries
@@ -215,23 +219,32 @@ class Stager:
                 have, restarted = self._transfer(plan, partial, hasher, have)
                 return restarts + restarted
             except _Interrupted as e:
+                host = urllib.parse.urlsplit(plan.origin).netloc
+                if str(e) in (REFUSED, NO_SUCH_HOST) and host not in self._answered:
+                    raise OperationalError(
+                        f"{plan.dest}: {public_url(plan.origin)}: {e}; check the source's host"
+                    ) from None
                 if attempt >= self.retries:
                     raise OperationalError(
-                        f"{plan.dest}: {plan.origin} failed {attempt + 1} times, last: {e}"
+                        f"{plan.dest}: {public_url(plan.origin)} failed {attempt + 1} times, last: {e}"
                     ) from None
                 attempt += 1
                 have = partial.stat().st_size if partial.exists() else 0
                 if have == 0:
                     hasher.reset()
-                _logger.info("%s: %s; resuming at byte %d", plan.dest, e, have)
-                time.sleep(min(self.backoff * 2 ** (attempt - 1), 8.0))
+                delay = min(self.backoff * 2 ** (attempt - 1), 8.0)
+                notice = f"{plan.dest}: {host}: {e}; retry {attempt}/{self.retries} in {delay:g} s"
+                _logger.info("%s (resuming at byte %d)", notice, have)
+                if self.on_retry is not None:
+                    self.on_retry(notice)
+                time.sleep(delay)
 
     def _transfer(self, plan: StagePlan, partial: Path, hasher: Digest, have: int) -> tuple[int, int]:
         headers = {"Range": f"bytes={have}-"} if have else {}
         try:
             response = self._follow("GET", plan.origin, headers, stream=True)
         except httpx.TransportError as e:
-            raise _Interrupted(f"{type(e).__name__}") from None
+            raise _Interrupted(describe_transport_error(e)) from None
         restarted = 0
         try:
             status = response.status_code
@@ -282,6 +295,7 @@ class Stager:
                 h["Authorization"] = f"Bearer {self.hf_token}"
             request = self._client.build_request(method, url, headers=h)
             response = self._client.send(request, stream=stream)
+            self._answered.add(urllib.parse.urlsplit(url).netloc)
             if response.status_code in (301, 302, 303, 307, 308) and "Location" in response.headers:
                 url = urllib.parse.urljoin(url, response.headers["Location"])
                 response.close()

@@ -78,8 +78,12 @@ def upload_stream(
         work = state.copy()
         try:
             location = _patch(client, location, confirmed, end, read, work, progress)
-        except (httpx.TransportError, _RetryableStatusError) as e:
-            attempt = client.retry_pause(attempt, "upload", str(e) or type(e).__name__)
+        except httpx.TransportError as e:
+            attempt = client.transport_failed(e, attempt, "upload", client.host)
+            location, confirmed, state = _resume(client, location, confirmed, state, read)
+            continue
+        except _RetryableStatusError as e:
+            attempt = client.retry_pause(attempt, "upload", str(e))
             location, confirmed, state = _resume(client, location, confirmed, state, read)
             continue
         except _RestartUploadError as e:
