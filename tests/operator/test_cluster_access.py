@@ -93,3 +93,13 @@ def test_a_missing_operator_extra_is_an_environment_failure(
     assert r.err.splitlines() == [
         "error: the operator needs its extra: pip install 'modelseal[operator]' (kopf is missing)"
     ]
+
+
+def test_a_kubeconfig_pipe_is_left_for_kopf_and_a_directory_is_refused(nowhere: Path) -> None:
+    import os
+
+    fifo = nowhere / "fifo"
+    os.mkfifo(fifo)  # reading it would hang: it is not read
+    assert find_cluster({"KUBECONFIG": str(fifo)}) == f"the kubeconfig {fifo}"
+    with pytest.raises(KubeError, match="cannot be read"):
+        find_cluster({"KUBECONFIG": str(nowhere)})

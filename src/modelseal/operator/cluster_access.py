@@ -59,8 +59,14 @@ def find_cluster(
 
 
 def _current_context(path: Path, where: str) -> str | None:
-    """The file's ``current-context`` (None when it has none); a file that cannot serve raises."""
+    """The file's ``current-context`` (None when it has none); a file that cannot serve raises.
+
+    A kubeconfig that is not a regular file (``KUBECONFIG=<(...)``, a pipe) is left for
+    kopf to read: reading it here would hang, or take what kopf needs.
+    """
     try:
+        if path.exists() and not path.is_file() and not path.is_dir():
+            return "(not read)"
         with path.open("rb") as f:
             data = f.read(MAX_KUBECONFIG_BYTES + 1)
     except FileNotFoundError:
