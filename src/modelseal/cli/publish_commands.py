@@ -49,7 +49,7 @@ def register(commands: Any) -> None:
     """Add the publish commands to the ``modelseal`` parser."""
     pub = commands.add_parser(
         "publish",
-        help="push model files as an ImageVolume-mountable OCI image",
+        help="push model files as an ImageVolume-mountable OCI image (publish inspect reads one)",
         description="Push model files as one OCI image (one tar layer per file, files at the image root). "
         "Also: modelseal publish inspect oci://REGISTRY/REPO@sha256:...",
     )
