@@ -64,8 +64,10 @@ echo "== 5. the same check as JSON, in warn mode (reports, does not block)"
 ms verify "$out/report.dsse.json" --trusted "$out/intake.pub" --artifact "$out/model/model.safetensors" --mode warn --json
 echo
 echo "== 6. publish the admitted model as an ImageVolume image (a registry on loopback)"
-image=$(ms publish --image "127.0.0.1:$port/models/sample:v1" --plain-http --from "$out/admitted-model" \
-  --primary model.safetensors --source "file://testdata/sample-model" | tee /dev/stderr | tail -n 1)
+# tee to a file of its own: `tee /dev/stderr` would reopen (and truncate) a log the demo is redirected to
+ms publish --image "127.0.0.1:$port/models/sample:v1" --plain-http --from "$out/admitted-model" \
+  --primary model.safetensors --source "file://testdata/sample-model" 2>&1 | tee "$out/publish.out"
+image=$(tail -n 1 "$out/publish.out")
 echo
 echo "== 7. read the image back from its manifest"
 ms publish inspect "$image" --plain-http

@@ -17,7 +17,9 @@ import argparse
 import asyncio
 import base64
 import hashlib
+import importlib.util
 import logging
+import os
 import sys
 import tempfile
 from dataclasses import replace
@@ -25,6 +27,26 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+def _reexec_in_venv() -> None:
+    """Run again with the project's venv (made by scripts/setup.sh) when started with another Python.
+
+    The demo uses the test helpers (kmock, the emulator), which only the venv has.
+    """
+    if importlib.util.find_spec("kmock") is not None:
+        return
+    venv = Path(os.environ.get("MODELSEAL_VENV") or Path(__file__).resolve().parent.parent / ".venv")
+    python = venv / "bin" / "python"
+    if python.exists() and Path(sys.prefix).resolve() != venv.resolve():
+        os.execv(python, [str(python), __file__, *sys.argv[1:]])  # noqa: S606 - our own venv's Python
+    sys.exit(
+        "operator_demo.py needs the development venv: run `bash -c 'source scripts/setup.sh'`"
+        " once, then `.venv/bin/python scripts/operator_demo.py`"
+    )
+
+
+_reexec_in_venv()
 
 import kmock
 from tests.operator.cluster import (

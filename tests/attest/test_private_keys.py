@@ -66,7 +66,10 @@ def test_refuses_a_key_others_can_read(tmp_path: Path) -> None:
     ("content", "message"),
     [
         (b"", "is not a PEM private key"),
-        (b"-----BEGIN PUBLIC KEY-----\nAA==\n-----END PUBLIC KEY-----\n", "is not a PEM private key"),
+        (
+            b"-----BEGIN PUBLIC KEY-----\nAA==\n-----END PUBLIC KEY-----\n",
+            "is a public key; sign with its private key",
+        ),
         (b"-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n", "is not a PEM private key"),
         (
             b"-----BEGIN ENCRYPTED PRIVATE KEY-----\nAA==\n-----END ENCRYPTED PRIVATE KEY-----\n",

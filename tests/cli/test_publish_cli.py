@@ -124,7 +124,8 @@ def test_docker_config_credentials(cli: Run, basic_registry: Registry, tmp_path:
         (["--image", "127.0.0.1:1/m:v1", "--docker-config", "/nonexistent/c.json", str(SAMPLE / "config.json")], 1,
          "docker config /nonexistent/c.json: no such file"),
         (["--image", "127.0.0.1:1/m:v1", "--plain-http", str(SAMPLE / "missing.bin")], 1, "No such file"),
-        (["--image", "127.0.0.1:1/m:v1", "--plain-http", str(SAMPLE / "config.json")], 3, "127.0.0.1:1 failed"),
+        (["--image", "127.0.0.1:1/m:v1", "--plain-http", str(SAMPLE / "config.json")], 3,
+         "registry 127.0.0.1:1: connection refused; is a registry listening there?"),
     ],
 )  # fmt: skip
 def test_publish_errors(

@@ -38,7 +38,7 @@ def test_https_certificate_that_does_not_verify(cli: Run, tls_registry: tuple[Re
     r = cli("publish", "--image", f"{registry.host}/m/tls:v1", MODEL)
     assert r.code == 3
     assert r.err.startswith(f"error: TLS: the certificate of {registry.host} does not verify")
-    assert "pass --ca-file" in r.err
+    assert "pass --registry-ca-file" in r.err
 
 
 def test_https_to_a_plain_http_registry(cli: Run, registry: Registry) -> None:

@@ -19,7 +19,7 @@ def test_authorized_prints_socair_lines(cli: Run) -> None:
         f"  signed by key {FIXTURE_KEYID}",
         f"  artifact {FIXTURE_SHA256} (model.safetensors)",
         "  promotion authorized, 4 check(s), document 0e9fca86be68020697bae07ab5a39bf1ac30b1e9936bcf753a9138945a00195f",
-        "  the artifact itself was not checked; pass --artifact <path> to bind it",
+        "  the artifact itself was not checked; pass --artifact <path> or --sha256 <hex> to bind it",
     ]
 
 

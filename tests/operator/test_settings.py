@@ -91,7 +91,7 @@ def test_registry_and_publisher_flags(tmp_path: Path) -> None:
         (["--publisher-image= "], "--publisher-image ' ': give an image reference"),
         (["--registry-config=/nonexistent/config.json"], "--registry-config /nonexistent/config.json: no such file"),
         (["--registry-ca-file=/nonexistent/ca.pem"], "--registry-ca-file /nonexistent/ca.pem: no such file"),
-        (["--plain-http-registry=http://r.example.com"], "--plain-http-registry 'http://r.example.com': give a host[:port]"),
+        (["--plain-http-registry=http://r.example.com"], "--plain-http 'http://r.example.com': give a host[:port]"),
     ],
 )  # fmt: skip
 def test_operator_run_flag_errors(cli: Run, flags: list[str], message: str) -> None:

@@ -156,15 +156,18 @@ def load_signing_key(path: str | os.PathLike[str], *, ed25519_only: bool = False
             data = f.read(MAX_KEY_FILE + 1)
         except OSError as e:
             raise KeyFileError(f"read private key {p}: {e.strerror or e}") from None
+    # what the file is comes first: a public key given by mistake needs no chmod advice
+    text = data.decode("utf-8", "replace")
+    begin = text.find("-----BEGIN ")
+    if begin >= 0 and text.startswith("-----BEGIN PUBLIC KEY-----", begin):
+        raise KeyFileError(f"{p} is a public key; sign with its private key (the .key file key gen wrote)")
+    if len(data) > MAX_KEY_FILE or begin < 0 or "PRIVATE KEY-----" not in text[begin : begin + 40]:
+        raise KeyFileError(f"{p} is not a PEM private key")
     if st.st_mode & 0o077:
         raise KeyFileError(
             f"private key {p} is readable by other users (mode -{stat.filemode(st.st_mode)[1:]});"
             " chmod 600 it"
         )
-    text = data.decode("utf-8", "replace")
-    begin = text.find("-----BEGIN ")
-    if len(data) > MAX_KEY_FILE or begin < 0 or "PRIVATE KEY-----" not in text[begin : begin + 40]:
-        raise KeyFileError(f"{p} is not a PEM private key")
     if "ENCRYPTED" in text[begin : begin + 40]:
         raise KeyFileError(f"{p} is encrypted; modelseal signs with unencrypted PKCS#8 keys")
     try:

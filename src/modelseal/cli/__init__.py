@@ -13,7 +13,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from modelseal import __version__
 from modelseal.cli import attest_commands, operator_commands, publish_commands
@@ -23,11 +23,48 @@ from modelseal.text import printable
 __all__ = ["main"]
 
 
+#: commands reached by another spelling (``publish inspect``), left out of help and choice lists
+_HIDDEN_COMMANDS = frozenset({"publish-inspect"})
+VERBOSE_HELP = "log what happens to stderr (accepted before or after the command)"
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse that raises instead of printing and exiting."""
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(message, usage=self.format_usage().strip())
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        # a mistyped command lists the commands a user can type, not the hidden ones
+        choices = action.choices
+        if isinstance(action, argparse._SubParsersAction) and choices is not None and value not in choices:
+            shown = ", ".join(repr(c) for c in choices if c not in _HIDDEN_COMMANDS)
+            raise argparse.ArgumentError(action, f"invalid choice: {value!r} (choose from {shown})")
+        super()._check_value(action, value)
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """The parsers of ``parser``'s commands, by name (none for a leaf command)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def _finish(parser: argparse.ArgumentParser) -> None:
+    """Hide the hidden commands from help, and let every command take ``-v`` wherever it stands."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            action.help = action.help or "one of these; COMMAND --help says more"
+            action._choices_actions = [a for a in action._choices_actions if a.dest not in _HIDDEN_COMMANDS]
+    subs = _subcommands(parser)
+    for sub in subs.values():
+        _finish(sub)
+    if not subs and parser.prog != "modelseal":
+        # SUPPRESS as the default: absent here, the value parsed before the command stands
+        parser.add_argument(
+            "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=VERBOSE_HELP
+        )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,12 +74,13 @@ def build_parser() -> argparse.ArgumentParser:
         description="Verify, sign and publish open-weight AI models for Kubernetes.",
     )
     parser.add_argument("--version", action="version", version=f"modelseal {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log what happens to stderr")
+    parser.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     attest_commands.register(commands)
     publish_commands.register(commands)
     publish_commands.register_stage(commands)
     operator_commands.register(commands)
+    _finish(parser)
     return parser
 
 
@@ -50,9 +88,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; return the exit code (``sys.exit(main())`` in the entry point)."""
     parser = build_parser()
     args_list = list(sys.argv[1:] if argv is None else argv)
-    if args_list[:2] == ["publish", "inspect"]:
-        args_list = ["publish-inspect", *args_list[2:]]
-    command = args_list[0] if args_list and not args_list[0].startswith("-") else None
+    # the top level takes only flags without values: the first other word is the command
+    at = next((i for i, a in enumerate(args_list) if not a.startswith("-")), len(args_list))
+    if args_list[at : at + 2] == ["publish", "inspect"]:
+        args_list[at : at + 2] = ["publish-inspect"]
+    command = args_list[at] if at < len(args_list) else None
     try:
         args = parser.parse_args(args_list)
         logging.basicConfig(
@@ -63,8 +103,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for noisy in ("httpx", "httpcore"):
             logging.getLogger(noisy).setLevel(logging.WARNING)
         handler = getattr(args, "handler", None)
-        if handler is None:
-            parser.print_help(sys.stderr)
+        if handler is None:  # `modelseal` or a group such as `modelseal key`: its help
+            _subcommands(parser).get(args.command or "", parser).print_help(sys.stderr)
             return 2
         code: int = handler(args)
         return code

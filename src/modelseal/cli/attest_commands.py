@@ -57,7 +57,12 @@ def register(commands: Any) -> None:
     attest = commands.add_parser("attest", help="sign an in-toto Statement over files (for CI)")
     attest.add_argument("paths", nargs="+", metavar="PATH", help="files or model directories")
     attest.add_argument("--key", action="append", required=True, help="private key; repeat to co-sign")
-    attest.add_argument("--predicate-type", required=True, metavar="URI")
+    attest.add_argument(
+        "--predicate-type",
+        required=True,
+        metavar="URI",
+        help="the Statement's predicateType (verify admits it with --predicate-type)",
+    )
     attest.add_argument("--predicate", metavar="FILE", help="predicate JSON object (default {})")
     attest.add_argument("--out", help="write the envelope here (default: stdout)")
     attest.set_defaults(handler=attest_cmd)
@@ -86,7 +91,7 @@ def register(commands: Any) -> None:
     verify.set_defaults(handler=verify_cmd)
 
     digest = commands.add_parser("digest", help="SHA-256 of a file, socair's digest of a directory")
-    digest.add_argument("path", metavar="PATH")
+    digest.add_argument("path", metavar="PATH", help="a file, or a model directory")
     digest.add_argument("--jobs", type=int, metavar="N", help="files hashed at once (default: cores)")
     digest.add_argument("--json", action="store_true", help="print the digest and files as JSON")
     digest.set_defaults(handler=digest_cmd)
@@ -208,6 +213,7 @@ def verify_cmd(args: argparse.Namespace) -> int:
     from modelseal.attest.verdict import Mode, Reason, Verdict
     from modelseal.attest.verifier import ExpectedDigest, evaluate
     from modelseal.cli import render
+    from modelseal.cli.hints import refusal_hint
 
     if args.sha256 is not None and not _HEX64.fullmatch(args.sha256.strip()):
         raise UsageError(f"--sha256 {args.sha256!r} is not 64 hex digits")
@@ -219,6 +225,7 @@ def verify_cmd(args: argparse.Namespace) -> int:
         now = at
     policy = _policy(args)
     mode = Mode(args.mode)
+    envelope = b""
     try:
         envelope = read_limited(args.envelope, MAX_ENVELOPE_BYTES, what="attestation")
         expected, directory = None, None
@@ -238,11 +245,12 @@ def verify_cmd(args: argparse.Namespace) -> int:
         doc = {"mode": mode.value, **verdict.model_dump(mode="json"), **_skipped_json(directory)}
         print(json.dumps(doc, indent=2))
     if not verdict.admitted:
+        hint = refusal_hint(verdict, envelope, args)
         if verdict.blocks(mode):
             if not args.json:
-                print(f"error: {printable(verdict.message)}", file=sys.stderr)
+                print(f"error: {printable(verdict.message)}{hint}", file=sys.stderr)
             return 1
-        print(f"warning: {printable(verdict.message)} (warn mode: not blocking)", file=sys.stderr)
+        print(f"warning: {printable(verdict.message)}{hint} (warn mode: not blocking)", file=sys.stderr)
         return 0
     if not args.json:
         print(render.admitted(verdict, bound=expected is not None))

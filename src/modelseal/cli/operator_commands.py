@@ -8,7 +8,7 @@ import logging
 import os
 from typing import Any
 
-from modelseal.errors import UsageError
+from modelseal.errors import OperationalError, UsageError
 
 __all__ = ["register"]
 
@@ -60,8 +60,13 @@ def register(commands: Any) -> None:
     run.add_argument("--registry-config", metavar="FILE",
                      help="docker config.json with credentials for reading oci:// sources")  # fmt: skip
     run.add_argument("--registry-ca-file", metavar="FILE", help="CA bundle for registries with a private CA")
-    run.add_argument("--plain-http-registry", action="append", default=[], metavar="HOST[:PORT]",
-                     help="read this registry over plain HTTP (labs and tests only; repeat)")  # fmt: skip
+    # --plain-http as publish spells it, naming the registry; --plain-http-registry is the old spelling
+    run.add_argument("--plain-http", dest="plain_http_registry", action="append", default=[],
+                     metavar="HOST[:PORT]",
+                     help="talk plain HTTP to this registry (labs and tests only; repeat)")  # fmt: skip
+    run.add_argument(
+        "--plain-http-registry", dest="plain_http_registry", action="append", help=argparse.SUPPRESS
+    )
     run.add_argument("--model-status", default="full", metavar="MODE",
                      help="full: write phase and conditions (modelseal is the only Model controller);"
                      " conditions: only modelseal.dev/ conditions, beside LLMKube's controller")  # fmt: skip
@@ -89,8 +94,8 @@ def run_cmd(args: argparse.Namespace) -> int:
         from modelseal.operator.metrics import OperatorMetrics
         from modelseal.operator.reconciler import Reconciler
         from modelseal.operator.settings import OperatorSettings
-    except ImportError as e:  # pragma: no cover - depends on the install
-        raise UsageError(
+    except ImportError as e:  # an environment problem, not a usage one: exit 3
+        raise OperationalError(
             f"the operator needs its extra: pip install 'modelseal[operator]' ({e.name} is missing)"
         ) from None
     settings = OperatorSettings.from_flags(
@@ -114,7 +119,11 @@ def run_cmd(args: argparse.Namespace) -> int:
     )
     if not 0 <= args.metrics_port <= 65535:
         raise UsageError("--metrics-port must be between 0 and 65535")
+    from modelseal.operator.cluster_access import find_cluster
+
+    cluster = find_cluster()  # before kopf, whose login would log tracebacks and retry
     logging.getLogger("modelseal").setLevel(logging.INFO)
+    logging.info("logging in with %s", cluster)
     logging.info(
         "model attestation policy: mode=%s trustedKeys=%s allowConditions=%s maxAge=%s modelStatus=%s",
         settings.mode.value, settings.trusted_keys_ref, settings.allow_conditions, settings.max_age,

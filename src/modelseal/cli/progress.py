@@ -1,4 +1,4 @@
-"""A small progress bar for long work, drawn on stderr only at a terminal."""
+"""A small progress bar for long work, drawn on stderr at a terminal; elsewhere, a line now and then."""
 
 from __future__ import annotations
 
@@ -7,7 +7,10 @@ import threading
 import time
 from typing import TextIO
 
-__all__ = ["ProgressBar", "human_bytes"]
+__all__ = ["LINE_INTERVAL", "ProgressBar", "human_bytes"]
+
+#: seconds between progress lines when stderr is not a terminal
+LINE_INTERVAL = 5.0
 
 
 def human_bytes(n: float) -> str:
@@ -29,13 +32,22 @@ class ProgressBar:
     """
 
     def __init__(
-        self, label: str, total: int = 0, *, stream: TextIO | None = None, enabled: bool | None = None
+        self,
+        label: str,
+        total: int = 0,
+        *,
+        stream: TextIO | None = None,
+        enabled: bool | None = None,
+        lines: bool = False,
     ) -> None:
         self._stream = stream or sys.stderr
         self.enabled = self.wanted(self._stream) if enabled is None else enabled
+        #: without a terminal (CI), a line every LINE_INTERVAL seconds instead, as ``docker push`` does
+        self.lines = lines and not self.enabled
         self.label, self.total, self.done = label, total, 0
         self._start = time.monotonic()
         self._drawn = 0.0
+        self._said = self._start
         self._lock = threading.Lock()
 
     @staticmethod
@@ -48,6 +60,9 @@ class ProgressBar:
 
     def advance(self, n: int) -> None:
         """Record ``n`` more bytes done."""
+        if self.lines:
+            self._line(n)
+            return
         if not self.enabled:
             return
         with self._lock:
@@ -71,6 +86,22 @@ class ProgressBar:
             f" {human_bytes(rate)}/s "
         )
         self._stream.flush()
+
+    def _line(self, n: int) -> None:
+        with self._lock:
+            self.done += n
+            now = time.monotonic()
+            if now - self._said < LINE_INTERVAL:
+                return
+            self._said = now
+            rate = human_bytes(self.done / max(now - self._start, 1e-6))
+            if self.total:
+                share = f"{human_bytes(self.done)} of {human_bytes(self.total)}"
+                share += f" ({min(100.0, self.done / self.total * 100):.0f}%)"
+            else:
+                share = human_bytes(self.done)
+            self._stream.write(f"{self.label}: {share}, {rate}/s\n")
+            self._stream.flush()
 
     def close(self) -> None:
         """End the line the bar was drawn on."""

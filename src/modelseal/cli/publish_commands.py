@@ -27,20 +27,29 @@ _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
 def _registry_options(parser: argparse.ArgumentParser) -> None:
+    # one spelling per concept across commands (operator run's); the older ones stay as hidden aliases
     parser.add_argument(
-        "--docker-config", metavar="PATH", help="docker config.json, or a directory holding one"
+        "--registry-config",
+        dest="docker_config",
+        metavar="PATH",
+        help="docker config.json with the registry's credentials, or a directory holding one",
     )
+    parser.add_argument("--docker-config", dest="docker_config", help=argparse.SUPPRESS)
     parser.add_argument("--plain-http", action="store_true", help="talk HTTP, not HTTPS (local registries)")
     parser.add_argument(
-        "--ca-file", metavar="PEM", help="trust the registry's certificate from this CA bundle"
+        "--registry-ca-file",
+        dest="ca_file",
+        metavar="PEM",
+        help="trust the registry's certificate from this CA bundle",
     )
+    parser.add_argument("--ca-file", dest="ca_file", help=argparse.SUPPRESS)
 
 
 def register(commands: Any) -> None:
     """Add the publish commands to the ``modelseal`` parser."""
     pub = commands.add_parser(
         "publish",
-        help="push model files as an ImageVolume-mountable OCI image",
+        help="push model files as an ImageVolume-mountable OCI image (publish inspect reads one)",
         description="Push model files as one OCI image (one tar layer per file, files at the image root). "
         "Also: modelseal publish inspect oci://REGISTRY/REPO@sha256:...",
     )
@@ -69,17 +78,21 @@ def register(commands: Any) -> None:
     pub.set_defaults(handler=publish_cmd)
 
     inspect = commands.add_parser("publish-inspect", prog="modelseal publish inspect", help=argparse.SUPPRESS)
-    inspect.add_argument("image", metavar="oci://REGISTRY/REPO@sha256:...")
+    inspect.add_argument(
+        "image", metavar="oci://REGISTRY/REPO@sha256:...", help="the image (a tag is resolved)"
+    )
     inspect.add_argument("--json", action="store_true", help="print the files as JSON")
     inspect.add_argument(
-        "--expect-sha256",
+        "--sha256",
+        dest="expect_sha256",
         metavar="HEX",
         help="fail (exit 1) unless the primary file's bytes have this digest (reads every layer once)",
     )
+    inspect.add_argument("--expect-sha256", dest="expect_sha256", help=argparse.SUPPRESS)  # the old spelling
     inspect.add_argument(
         "--annotations-only",
         action="store_true",
-        help="with --expect-sha256: compare the digest the annotations record; no layer is read",
+        help="with --sha256: compare the digest the annotations record; no layer is read",
     )
     _registry_options(inspect)
     inspect.set_defaults(handler=inspect_cmd)
@@ -97,7 +110,13 @@ def _client(ref: Any, args: argparse.Namespace, chunk_mib: int = 512, *, push: b
         chunk_size=chunk_mib * 2**20,
         ca_file=args.ca_file,
         push=push,
+        on_retry=_say,
     )
+
+
+def _say(line: str) -> None:
+    """A retry notice: one line on stderr, as it happens."""
+    print(printable(line), file=sys.stderr, flush=True)
 
 
 def publish_cmd(args: argparse.Namespace) -> int:
@@ -120,7 +139,10 @@ def publish_cmd(args: argparse.Namespace) -> int:
     for f in files:
         with contextlib.suppress(OSError):  # publish() reports a missing file
             total += layer_length(f.path, f.source.stat().st_size)
-    with _client(destination, args, args.chunk_size_mib) as client, ProgressBar("publishing", total) as bar:
+    with (
+        _client(destination, args, args.chunk_size_mib) as client,
+        ProgressBar("publishing", total, lines=True) as bar,
+    ):
         result = publish(
             destination,
             files,
@@ -212,9 +234,9 @@ def inspect_cmd(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.image!r}: give a digest (@sha256:...) or a tag")
     want = (args.expect_sha256 or "").strip().lower()
     if args.expect_sha256 is not None and not _HEX64.fullmatch(want):
-        raise UsageError("--expect-sha256 must be 64 hex digits")
+        raise UsageError("--sha256 must be 64 hex digits")
     if args.annotations_only and not want:
-        raise UsageError("--annotations-only goes with --expect-sha256")
+        raise UsageError("--annotations-only goes with --sha256")
     if ref.digest is None and args.expect_sha256:
         print(
             f"warning: {printable(args.image)} is not pinned by digest: a tag can move; pin it with @sha256:",
@@ -265,7 +287,9 @@ def register_stage(commands: Any) -> None:
     st.add_argument("--source", metavar="SRC", help="spec.source: a URL, hf://org/repo[@rev] or a local path")
     st.add_argument("--sha256", metavar="HEX", help="spec.sha256 (a single file)")
     st.add_argument("--file-sha256", action="append", metavar="FILE=HEX", help="spec.fileSha256 entries")
-    st.add_argument("--download-concurrency", type=int, default=1, metavar="N", help="files at once (1-16)")
+    st.add_argument(
+        "--download-concurrency", type=int, default=1, metavar="N", help="files at once (1-16, default 1)"
+    )
     st.add_argument("--download-max-in-flight", metavar="SIZE", help="cap on bytes in flight, e.g. 90Gi")
     st.add_argument("--retries", type=int, default=5, metavar="N", help="retries per file (default 5)")
     st.add_argument("--json", action="store_true", help="print the staged files as JSON")
@@ -288,9 +312,9 @@ def stage_cmd(args: argparse.Namespace) -> int:
     plans = plan_stage(args.source, args.files, sha256=args.sha256, file_sha256=pins)
     cap = parse_quantity(args.download_max_in_flight) if args.download_max_in_flight else None
     token = os.environ.get("HF_TOKEN") or None
-    with ProgressBar("staging") as bar, Stager(
+    with ProgressBar("staging", lines=True) as bar, Stager(
         Path(args.to), concurrency=args.download_concurrency, max_in_flight=cap, retries=args.retries,
-        hf_token=token, progress=bar.advance,
+        hf_token=token, progress=bar.advance, on_retry=_say,
     ) as stager:  # fmt: skip
         staged = stager.stage(plans)
     if args.json:

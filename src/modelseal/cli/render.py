@@ -48,6 +48,8 @@ def admitted(verdict: Verdict, *, bound: bool) -> str:
     for other in verdict.signers[1:]:
         lines.append(f"  also signed by key {other.keyid}")
     if not bound:
-        lines.append("  the artifact itself was not checked; pass --artifact <path> to bind it")
+        lines.append(
+            "  the artifact itself was not checked; pass --artifact <path> or --sha256 <hex> to bind it"
+        )
     # every field but the counts came from the attestation: no line may move the cursor
     return "\n".join(printable(line) for line in lines)

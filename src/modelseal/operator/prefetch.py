@@ -217,7 +217,7 @@ def build_job(
     """The Job that stages and publishes ``model``'s files; ``image`` is modelseal's own image.
 
     ``plain_http`` are the registries the operator was told speak plain HTTP
-    (``--plain-http-registry``); a destination among them is pushed to that way.
+    (``--plain-http``); a destination among them is pushed to that way.
 
     Raises:
         InputError: the Model's prefetchOCI cannot be admitted (see :func:`plan_prefetch`),

@@ -238,5 +238,5 @@ def _registry_access(config: str | None, ca_file: str | None, plain_http: tuple[
             raise UsageError(f"{flag} {path}: no such file")
     for host in plain_http:
         if not host or "/" in host or any(ch.isspace() for ch in host):
-            raise UsageError(f"--plain-http-registry {host!r}: give a host[:port]")
+            raise UsageError(f"--plain-http {host!r}: give a host[:port]")
     return RegistryAccess(docker_config=config, ca_file=ca_file, plain_http=frozenset(plain_http))

@@ -1,7 +1,7 @@
 """Registry credentials: docker ``config.json`` and ``WWW-Authenticate`` challenges.
 
 Credentials come from a docker config file (also the content of a
-``kubernetes.io/dockerconfigjson`` Secret): ``--docker-config`` (a file or a
+``kubernetes.io/dockerconfigjson`` Secret): ``--registry-config`` (a file or a
 directory holding ``config.json``), else ``$DOCKER_CONFIG/config.json``, else
 ``~/.docker/config.json``. Entries may hold ``auth`` (base64 ``user:pass``),
 ``username``/``password``, an ``identitytoken`` or a ``registrytoken``;

@@ -17,7 +17,7 @@ import httpx
 
 from modelseal.errors import RegistryError
 from modelseal.publish.registry import RETRY_STATUSES, RegistryClient
-from modelseal.publish.replies import refuse_tls_failure, registry_error
+from modelseal.publish.replies import registry_error
 from modelseal.publish.urls import join_location, origin
 
 __all__ = ["MAX_ERROR_BODY", "MAX_REDIRECTS", "open_blob"]
@@ -53,8 +53,7 @@ def _blob_response(client: RegistryClient, url: str, what: str) -> httpx.Respons
         try:
             response = client.send("GET", url, headers={"Accept-Encoding": "identity"})
         except httpx.TransportError as e:
-            refuse_tls_failure(e, f"{here[1]}:{here[2]}")
-            attempt = client.retry_pause(attempt, what, type(e).__name__)
+            attempt = client.transport_failed(e, attempt, what, f"{here[1]}:{here[2]}")
             continue
         status = response.status_code
         if status == 200:

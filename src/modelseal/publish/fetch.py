@@ -11,6 +11,8 @@ HTTP, or to anything but an http(s) URL (``http://[bad``, ``ftp:``,
 
 from __future__ import annotations
 
+import urllib.parse
+
 import httpx
 
 from modelseal.errors import InputError, OperationalError
@@ -33,6 +35,7 @@ class Fetcher:
         ):
             raise InputError("HF_TOKEN holds characters an HTTP header cannot carry")
         self.hf_token = hf_token
+        self.answered: set[str] = set()  # hosts that answered: a refusal after that is worth a retry
         self._client = httpx.Client(
             transport=transport,
             follow_redirects=False,
@@ -55,6 +58,7 @@ class Fetcher:
             if self.hf_token and origin(url) == HF_ORIGIN:
                 h["Authorization"] = f"Bearer {self.hf_token}"
             response = self._client.send(self._client.build_request(method, url, headers=h), stream=True)
+            self.answered.add(urllib.parse.urlsplit(url).netloc)
             if response.status_code not in _REDIRECTS or "Location" not in response.headers:
                 return response
             response.close()

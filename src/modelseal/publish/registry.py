@@ -20,7 +20,7 @@ import logging
 import ssl
 import time
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import httpx
 
@@ -28,8 +28,14 @@ from modelseal.errors import InputError, RegistryError
 from modelseal.publish.auth import Credentials
 from modelseal.publish.challenge import Authenticator
 from modelseal.publish.reference import ImageReference
-from modelseal.publish.replies import MAX_REPLY_BYTES, refuse_tls_failure, registry_error, with_body
+from modelseal.publish.replies import MAX_REPLY_BYTES, registry_error, with_body
 from modelseal.publish.replies import read_capped as _read_capped
+from modelseal.publish.transport_errors import (
+    NO_SUCH_HOST,
+    REFUSED,
+    describe_transport_error,
+    refuse_tls_failure,
+)
 from modelseal.publish.urls import join_location, origin
 
 __all__ = ["MANIFEST_TYPES", "RETRY_STATUSES", "RegistryClient", "registry_error"]
@@ -62,14 +68,24 @@ class RegistryClient:
         ca_file: str | None = None,
         user_agent: str = "modelseal",
         push: bool = True,
+        on_retry: Callable[[str], None] | None = None,
     ) -> None:
         self.ref = ref
         self.repository = ref.repository
         self.host = ref.api_host
         self.base = f"{'http' if plain_http else 'https'}://{self.host}"
         self.plain_http = plain_http
+        #: the retry budget: consecutive failures, shared by every request of this client (one per
+        #: command), so a registry that is down costs ``retries`` pauses in all, not per request;
+        #: any answer that is not a retryable status restores it
         self.retries = retries
         self.backoff = backoff
+        self.on_retry = on_retry  # told each retry in one line (the CLI prints it on stderr)
+        self._failures = 0
+        self._contacted = False  # whether the registry ever answered this client
+        #: the client raised because the registry cannot be reached or the budget is spent:
+        #: callers that tolerate a failed request (the reuse lookup) must not go on
+        self.gave_up = False
         self.chunk_size = chunk_size
         self._authorization: str | None = None
         # a reader asks only for pull, which read-only credentials are granted
@@ -147,7 +163,15 @@ class RegistryClient:
             raise RegistryError(
                 f"the registry {self.host} gave a location that is not an http(s) URL"
             ) from None
-        return self._client.send(request, stream=True)
+        response = self._client.send(request, stream=True)
+        self.answered(response.status_code)
+        return response
+
+    def answered(self, status: int) -> None:
+        """Note an answer from the registry: contact was made, and a non-retryable one restores the budget."""
+        self._contacted = True
+        if status not in RETRY_STATUSES:
+            self._failures = 0
 
     def request(
         self,
@@ -180,8 +204,7 @@ class RegistryClient:
             except httpx.LocalProtocolError:  # its message may quote a header: name no more
                 raise RegistryError(f"{what}: the request to {self.host} could not be sent") from None
             except httpx.TransportError as e:
-                refuse_tls_failure(e, self.host)
-                attempt = self.retry_pause(attempt, what, f"{type(e).__name__}: {e}")
+                attempt = self.transport_failed(e, attempt, what, self.host)
                 continue
             except httpx.HTTPError as e:
                 raise RegistryError(
@@ -200,18 +223,47 @@ class RegistryClient:
                 continue
             raise error
 
+    def transport_failed(self, error: httpx.TransportError, attempt: int, what: str, host: str) -> int:
+        """A request that got no answer: fail at once when a retry cannot help, else pause (see
+        :meth:`retry_pause`).
+
+        Raises:
+            RegistryError: a certificate that does not verify; a name that does not resolve or a
+                refused connection before the registry ever answered; or the retries are spent.
+        """
+        refuse_tls_failure(error, host)
+        why = describe_transport_error(error)
+        if not self._contacted and why in (REFUSED, NO_SUCH_HOST):
+            hint = (
+                "check the registry host in the image reference"
+                if why == NO_SUCH_HOST
+                else "is a registry listening there? check the host and port"
+            )
+            self.gave_up = True
+            raise RegistryError(f"{what}: registry {host}: {why}; {hint}") from None
+        return self.retry_pause(attempt, what, why)
+
     def retry_pause(self, attempt: int, what: str, why: str, retry_after: str = "") -> int:
-        """Wait before retry ``attempt`` (honouring a Retry-After in seconds); return the next attempt number.
+        """Wait before the next try (honouring Retry-After), from the client's one budget.
+
+        ``attempt`` is kept for callers; the count that matters is the client's.
 
         Raises:
             RegistryError: the retries are spent.
         """
-        if attempt >= self.retries:
-            raise RegistryError(f"{what}: {self.host} failed {attempt + 1} times, last: {why}")
-        delay = min(self.backoff * 2**attempt, 8.0)
+        if self._failures >= self.retries:
+            self.gave_up = True
+            raise RegistryError(
+                f"{what}: registry {self.host} failed {self._failures + 1} times in a row, last: {why}"
+            )
+        self._failures += 1
+        delay = min(self.backoff * 2 ** (self._failures - 1), 8.0)
         if retry_after.isascii() and retry_after.isdigit():
             delay = min(float(retry_after), 30.0)
-        _logger.info("%s: %s; retrying in %.1fs", what, why, delay)
+        notice = f"registry {self.host}: {what}: {why}; retry {self._failures}/{self.retries} in {delay:g} s"
+        _logger.info("%s", notice)
+        if self.on_retry is not None:
+            self.on_retry(notice)
         time.sleep(delay)
         return attempt + 1
 

@@ -9,13 +9,12 @@ inflate it, so a few kilobytes on the wire never become gigabytes in memory.
 from __future__ import annotations
 
 import json
-import ssl
 
 import httpx
 
 from modelseal.errors import RegistryError
 
-__all__ = ["MAX_REPLY_BYTES", "read_capped", "refuse_tls_failure", "registry_error", "with_body"]
+__all__ = ["MAX_REPLY_BYTES", "read_capped", "registry_error", "with_body"]
 
 MAX_REPLY_BYTES = 64 * 1024  # any body but a manifest: errors, answers to uploads and checks
 
@@ -68,19 +67,3 @@ def registry_error(response: httpx.Response, what: str) -> RegistryError:
     except (ValueError, AttributeError, RegistryError, httpx.HTTPError):
         pass
     return RegistryError(f"{what}: HTTP {response.status_code}{detail}")
-
-
-def refuse_tls_failure(error: httpx.TransportError, host: str) -> None:
-    """A certificate that does not verify will not verify on a retry: say so at once."""
-    cause: BaseException | None = error
-    while cause is not None:
-        if isinstance(cause, ssl.SSLCertVerificationError):
-            raise RegistryError(
-                f"TLS: the certificate of {host} does not verify ({cause.verify_message});"
-                " pass --ca-file with the CA that signed it"
-            ) from None
-        if isinstance(cause, ssl.SSLError) and "WRONG_VERSION_NUMBER" in str(cause):
-            raise RegistryError(
-                f"TLS: {host} does not speak HTTPS; pass --plain-http for a plain HTTP registry"
-            )
-        cause = cause.__cause__ or cause.__context__

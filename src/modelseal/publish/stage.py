@@ -21,6 +21,7 @@ import os
 import stat
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from modelseal.errors import InputError, OperationalError, VerificationError
 from modelseal.publish.fetch import Fetcher
 from modelseal.publish.partial import Digest, PartialWriter
 from modelseal.publish.sources import HF_HOST, StagePlan, public_url
+from modelseal.publish.transport_errors import NO_SUCH_HOST, REFUSED, describe_transport_error
 from modelseal.publish.urls import origin
 
 __all__ = ["StagedFile", "Stager", "parse_quantity"]
@@ -84,8 +86,10 @@ class Stager:
         hf_token: str | None = None,
         transport: httpx.BaseTransport | None = None,
         progress: Callable[[int], None] | None = None,
+        on_retry: Callable[[str], None] | None = None,
     ) -> None:
         self.target = target
+        self.on_retry = on_retry  # told each retry in one line (the CLI prints it on stderr)
         self.concurrency = max(1, concurrency)
         self.max_in_flight = max_in_flight
         self.retries = retries
@@ -211,6 +215,11 @@ class Stager:
                 have, restarted = self._transfer(plan, partial, hasher, have)
                 return restarts + restarted
             except _Interrupted as e:
+                host = urllib.parse.urlsplit(plan.origin).netloc  # as the fetcher records it
+                if str(e) in (REFUSED, NO_SUCH_HOST) and host not in self._fetch.answered:
+                    raise OperationalError(
+                        f"{plan.dest}: {public_url(plan.origin)}: {e}; check the source's host"
+                    ) from None
                 if attempt >= self.retries:
                     raise OperationalError(
                         f"{plan.dest}: {public_url(plan.origin)} failed {attempt + 1} times, last: {e}"
@@ -219,8 +228,12 @@ class Stager:
                 have = partial.stat().st_size if partial.exists() else 0
                 if have == 0:
                     hasher.reset()
-                _logger.info("%s: %s; resuming at byte %d", plan.dest, e, have)
-                time.sleep(min(self.backoff * 2 ** (attempt - 1), 8.0))
+                delay = min(self.backoff * 2 ** (attempt - 1), 8.0)
+                notice = f"{plan.dest}: {host}: {e}; retry {attempt}/{self.retries} in {delay:g} s"
+                _logger.info("%s (resuming at byte %d)", notice, have)
+                if self.on_retry is not None:
+                    self.on_retry(notice)
+                time.sleep(delay)
 
     def _transfer(self, plan: StagePlan, partial: Path, hasher: Digest, have: int) -> tuple[int, int]:
         headers = {"Range": f"bytes={have}-"} if have else {}
@@ -230,7 +243,7 @@ class Stager:
             # not worth a retry; the message may quote a header, so only its type is named
             raise OperationalError(f"{plan.dest}: {public_url(plan.origin)}: {type(e).__name__}") from None
         except httpx.TransportError as e:
-            raise _Interrupted(f"{type(e).__name__}") from None
+            raise _Interrupted(describe_transport_error(e)) from None
         restarted = 0
         try:
             status = response.status_code

@@ -80,8 +80,12 @@ def upload_stream(
             location = _patch(client, location, confirmed, end, read, work, progress)
         except httpx.LocalProtocolError:  # its message may quote a header: name no more
             raise RegistryError(f"upload: a request to {client.host} could not be sent") from None
-        except (httpx.TransportError, _RetryableStatusError) as e:
-            attempt = client.retry_pause(attempt, "upload", str(e) or type(e).__name__)
+        except httpx.TransportError as e:
+            attempt = client.transport_failed(e, attempt, "upload", client.host)
+            location, confirmed, state = _resume(client, location, confirmed, state, read)
+            continue
+        except _RetryableStatusError as e:
+            attempt = client.retry_pause(attempt, "upload", str(e))
             location, confirmed, state = _resume(client, location, confirmed, state, read)
             continue
         except _RestartUploadError as e:
