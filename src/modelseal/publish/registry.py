@@ -362,6 +362,48 @@ class RegistryClient:
             else:
                 raise registry_error(httpx.Response(status, content=body), what)
 
+    # -- small documents read with a cap (the referrers API) ------------------------------
+
+    def get_capped(
+        self, path: str, *, what: str, accept: str, cap: int, ok: tuple[int, ...] = (200, 404)
+    ) -> tuple[int, httpx.Headers, bytes]:
+        """GET a small document from this registry, reading at most ``cap`` bytes of it.
+
+        Authenticates on 401 and retries transient failures as :meth:`request` does;
+        follows no redirect. Returns (status, headers, body).
+
+        Raises:
+            RegistryError: larger than ``cap``, unreachable, refused, or a status not in ``ok``.
+        """
+        url = self.resolve(path)
+        authenticated, attempt = False, 0
+        while True:
+            headers = {"Accept": accept}
+            if self._authorization:
+                headers["Authorization"] = self._authorization
+            try:
+                response = self._client.send(self._client.build_request("GET", url, headers=headers),
+                                             stream=True)  # fmt: skip
+            except httpx.TransportError as e:
+                _refuse_tls_failure(e, self.host)
+                attempt = self.retry_pause(attempt, what, f"{type(e).__name__}: {e}")
+                continue
+            status = response.status_code
+            body = _capped_body(response, cap + 1)
+            if len(body) > cap:
+                raise RegistryError(f"{what}: larger than {cap} bytes")
+            if status == 401 and not authenticated:
+                self.answer_challenge(response)
+                authenticated = True
+            elif status == 401:
+                raise RegistryError(f"{what}: the registry {self.host} refused the credentials (HTTP 401)")
+            elif status in RETRY_STATUSES:
+                attempt = self.retry_pause(attempt, what, f"HTTP {status}", response)
+            elif status not in ok:
+                raise registry_error(httpx.Response(status, content=body), what)
+            else:
+                return status, response.headers, body
+
 
 def _refuse_tls_failure(error: httpx.TransportError, host: str) -> None:
     """A certificate that does not verify will not verify on a retry: say so at once."""
