@@ -172,3 +172,34 @@ def test_attest_two_images_or_an_image_and_files_is_refused(cli: Run, tmp_path: 
     key, _ = keys(cli, tmp_path)
     r = cli("attest", "oci://registry.example/m:v1", "model.gguf", "--key", key)
     assert r.code == 2 and "attest one image at a time" in r.err
+
+
+def test_publish_sign_key_signs_and_attaches_what_it_pushed(
+    cli: Run, registry: Registry, tmp_path: Path
+) -> None:
+    key, pub = keys(cli, tmp_path)
+    r = cli("publish", "--image", f"{registry.host}/models/signed:v1", "--plain-http", "--from", SAMPLE,
+            "--primary", "model.safetensors", "--sign-key", key, "--json")  # fmt: skip
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    assert doc["attestation"]["via"] == "referrers tag schema"
+    assert doc["attestation"]["predicateType"] == IMAGE_PREDICATE_TYPE
+    assert r.err.startswith(f"attached as referrer {doc['attestation']['referrer']}")
+    v = cli("verify", "--image", doc["image"], "--trusted", pub, "--plain-http", "--json")
+    assert v.code == 0, v.err
+    verdict = json.loads(v.out)
+    assert verdict["referrer"] == doc["attestation"]["referrer"]
+    assert [(f["path"], f["sha256"], f["size"]) for f in verdict["files"]] == [
+        (f["path"], f["sha256"], f["size"]) for f in doc["files"]
+    ]
+
+
+def test_publish_with_an_unusable_sign_key_pushes_nothing(
+    cli: Run, registry: Registry, tmp_path: Path
+) -> None:
+    (tmp_path / "bad.key").write_text("not a key")
+    (tmp_path / "bad.key").chmod(0o600)
+    r = cli("publish", "--image", f"{registry.host}/models/unsigned:v1", "--plain-http", "--from", SAMPLE,
+            "--primary", "model.safetensors", "--sign-key", tmp_path / "bad.key")  # fmt: skip
+    assert r.code == 1 and r.err.startswith("error: ") and len(r.err.splitlines()) == 1
+    assert registry.tags("models/unsigned") == []
