@@ -203,3 +203,18 @@ def test_publish_with_an_unusable_sign_key_pushes_nothing(
             "--primary", "model.safetensors", "--sign-key", tmp_path / "bad.key")  # fmt: skip
     assert r.code == 1 and r.err.startswith("error: ") and len(r.err.splitlines()) == 1
     assert registry.tags("models/unsigned") == []
+
+
+def test_a_policy_file_decides_whether_the_image_predicate_is_admitted(
+    cli: Run, registry: Registry, tmp_path: Path
+) -> None:
+    key, pub = keys(cli, tmp_path)
+    image = publish(cli, registry.host)
+    assert cli("attest", image, "--key", key, "--plain-http", "--attach").code == 0
+    for types, code in (("[https://socair.ai/attestation/v1]", 1), (f"[{IMAGE_PREDICATE_TYPE}]", 0)):
+        policy = tmp_path / "policy.yaml"
+        policy.write_text(
+            f"apiVersion: modelseal.dev/v1\nkind: TrustPolicy\nkeys:\n  - file: {pub}\npredicateTypes: {types}\n"
+        )
+        r = cli("verify", "--image", image, "--policy", policy, "--plain-http")
+        assert r.code == code, r.err

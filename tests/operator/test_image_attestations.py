@@ -7,8 +7,11 @@ from pathlib import Path
 from typing import Any
 
 from modelseal.attest.image_predicate import IMAGE_PREDICATE_TYPE, image_statement
+from modelseal.attest.keys import Keyring
+from modelseal.attest.policy import TrustPolicy
 from modelseal.attest.private_keys import generate_key
 from modelseal.attest.sign import sign_payload
+from modelseal.attest.socair import PREDICATE_TYPE as SOCAIR_TYPE
 from modelseal.operator.gate import ConfigMapRead, GateOutcome, evaluate_gate
 from modelseal.operator.settings import GROUP, VERSION
 from modelseal.operator.source_image import RegistryAccess
@@ -103,3 +106,14 @@ async def test_an_attested_image_is_admitted_in_the_cluster(
     assert degraded is not None and degraded["reason"] == "ModelAttestationRejected"
     assert (genuine.reference.digest or "")[7:] in degraded["message"]
     assert (other.reference.digest or "")[7:] in degraded["message"]
+
+
+def test_a_policy_file_decides_whether_image_statements_are_admitted() -> None:
+    spec = {"source": f"oci://r.example/m@{A}", "attestation": REF}
+    for types, admitted in (((SOCAIR_TYPE,), False), ((SOCAIR_TYPE, IMAGE_PREDICATE_TYPE), True)):
+        settings = replace(ENFORCE, policy=TrustPolicy(Keyring(), predicate_types=types))
+        outcome = evaluate_gate(
+            spec, "default", settings, trusted=KEYS, attestation=bound_to(A), now=FIXTURE_NOW
+        )
+        assert outcome is not None
+        assert outcome.admitted is admitted, outcome.message

@@ -100,7 +100,8 @@ def verify_image_cmd(
     from modelseal.cli import render
     from modelseal.publish.image_attestations import image_policy, verify_image
 
-    policy = image_policy(policy, explicit_types=bool(args.predicate_type))
+    # --predicate-type, or a policy file's predicateTypes, say what is admitted
+    policy = image_policy(policy, explicit_types=bool(args.predicate_type or args.policy))
     with _client(ref, args, push=False) as client:
         result = verify_image(client, ref, policy, envelope=envelope, now=now)
     _warn_tag(ref, result.digest, "verified")

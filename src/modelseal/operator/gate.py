@@ -196,7 +196,7 @@ def evaluate_gate(
                 " (a DNS-1123 subdomain)"
             )
         policy = _policy(settings, _keyring(settings, trusted))
-        if image is not None and IMAGE_PREDICATE_TYPE not in policy.predicate_types:
+        if image is not None and settings.policy is None:  # a policy file's predicateTypes rule
             policy = replace(policy, predicate_types=(*policy.predicate_types, IMAGE_PREDICATE_TYPE))
         where = f"{namespace}/{ref[0]}"
         if attestation is None or attestation.error is not None:
