@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from modelseal.attest.keys import Keyring
 from modelseal.attest.policy import TrustPolicy
 from modelseal.attest.private_keys import SigningKey, generate_key
 from modelseal.attest.sign import sign_payload
-from modelseal.errors import RegistryError
+from modelseal.errors import RegistryError, VerificationError
 from modelseal.publish import layout
 from modelseal.publish.image_attestations import ImageVerdict, read_subject, sign_image, verify_image
 from modelseal.publish.reference import ImageReference, parse_reference
@@ -27,6 +28,8 @@ from modelseal.publish.referrers import (
     VIA_API,
     VIA_TAG,
     Subject,
+    _artifact_layer,
+    _next_link,
     artifact_manifest,
     attach,
     fetch_envelopes,
@@ -278,3 +281,44 @@ def test_an_oversized_referrers_list_is_refused(registry: Registry, tmp_path: Pa
             pytest.raises(RegistryError, match="list referrers: larger than 4194304 bytes"),
         ):
             fetch_envelopes(c, ref.digest or "")
+
+
+@pytest.mark.parametrize(
+    ("header", "want"),
+    [
+        ('</v2/m/referrers/sha256:aa?n=2>; rel="next"', "/v2/m/referrers/sha256:aa?n=2"),
+        ("<https://evil.example/v2/m/referrers/x>; rel=next", None),  # never another host
+        ('<//evil.example/v2/x>; rel="next"', None),
+        ('</v2/m/x>; rel="prev"', None),
+        ("", None),
+    ],
+)
+def test_only_a_next_page_on_the_same_registry_is_followed(header: str, want: str | None) -> None:
+    assert _next_link(header) == want
+
+
+SUBJECT = "sha256:" + "1" * 64
+
+
+def _manifest(**change: Any) -> bytes:
+    doc = json.loads(artifact_manifest(Subject(SUBJECT, layout.MEDIA_MANIFEST, 10), b"{}"))
+    doc.update(change)
+    return json.dumps(doc).encode()
+
+
+@pytest.mark.parametrize(
+    ("body", "error"),
+    [
+        (_manifest(subject={"digest": "sha256:" + "2" * 64}), "refers to sha256:2222"),
+        (_manifest(subject=None), "refers to None"),
+        (_manifest(artifactType="application/vnd.dev.cosign.artifact.sig.v1+json"), "its artifactType is not"),
+        (_manifest(layers=[]), "want exactly one layer"),
+        (_manifest(layers=[{"mediaType": ENVELOPE_MEDIA_TYPE, "digest": EMPTY_DIGEST, "size": 2 * 1024 * 1024}]), "of at most"),
+        (_manifest(layers=[{"mediaType": "text/plain", "digest": EMPTY_DIGEST, "size": 2}]), "is not a application/vnd.dsse"),
+        (b"[1]", "not a JSON object"),
+        (b"\xff", "not JSON"),
+    ],
+)  # fmt: skip
+def test_a_malformed_referrer_is_not_used(body: bytes, error: str) -> None:
+    with pytest.raises((RegistryError, VerificationError), match=re.escape(error)):
+        _artifact_layer(body, "sha256:" + "9" * 64, SUBJECT)
