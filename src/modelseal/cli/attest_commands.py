@@ -256,9 +256,9 @@ def verify_cmd(args: argparse.Namespace) -> int:
     if image is not None:
         given = read_limited(args.envelope, MAX_ENVELOPE_BYTES, what="attestation") if args.envelope else None
         return verify_image_cmd(args, image, policy, now, given)
+    expected, directory = None, None
     try:
         envelope = read_limited(args.envelope, MAX_ENVELOPE_BYTES, what="attestation")
-        expected, directory = None, None
         if args.sha256:
             expected = ExpectedDigest(args.sha256.strip().lower())
         elif args.artifact:
