@@ -134,6 +134,10 @@ def attach(
     client.upload_bytes(envelope)
     body = artifact_manifest(subject, envelope, predicate_type)
     digest = "sha256:" + hashlib.sha256(body).hexdigest()
+    existed = client.request(
+        "HEAD", f"/v2/{client.repository}/manifests/{digest}", what="check the attestation",
+        headers={"Accept": layout.MEDIA_MANIFEST}, ok=(200, 404),
+    ).status_code == 200  # fmt: skip
     response = client.request(
         "PUT",
         f"/v2/{client.repository}/manifests/{digest}",
@@ -146,7 +150,7 @@ def attach(
     if reported and reported != digest:
         raise RegistryError(f"push the attestation: the registry reports {reported}, expected {digest}")
     if response.headers.get("OCI-Subject") == subject.digest:
-        return Attached(digest, VIA_API, True)
+        return Attached(digest, VIA_API, not existed)
     tag = referrers_tag(subject.digest)
     index = _read_tag_index(client, subject.digest)
     if any(d.get("digest") == digest for d in index["manifests"]):
