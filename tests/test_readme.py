@@ -32,6 +32,8 @@ def examples() -> list[tuple[str, str]]:
             command = line[2:]
             words = shlex.split(command)
             needs_registry = words[1] == "publish"  # tests/cli/test_publish_cli.py covers those
+            # and tests/cli/test_image_attestations.py the image attestations
+            needs_registry = needs_registry or any(w.startswith("oci://") for w in words)
             if not needs_registry and all(
                 not p.startswith(("demo-out", "ci.", "eval", "broken")) for p in words
             ):

@@ -155,3 +155,10 @@ def test_directory_attestation_and_diff(
     assert r.code == 1
     assert "directory" in r.err and "has manifest digest" in r.err
     assert r.err.rstrip().endswith(": added: extra.bin; removed: tokenizer.json; changed: config.json")
+
+
+def test_an_unreadable_envelope_with_json_is_a_refusal_not_a_crash(cli: Run, tmp_path: Path) -> None:
+    r = cli("verify", tmp_path / "missing.dsse.json", "--trusted", SOCAIR / "operator.pub", "--json")
+    assert r.code == 1, r.err
+    doc = json.loads(r.out)
+    assert doc["reason"] == "input_unreadable" and "missing.dsse.json" in doc["message"]

@@ -27,6 +27,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "SocairAttestation",
     "admit",
+    "check_issue_time",
     "document_hash",
     "read_attestation",
 ]
@@ -279,11 +280,21 @@ def admit(
             Reason.STATE_NOT_AUTHORIZED,
             f"attestation state {go_quote(att.state)} does not authorize promotion",
         )
-    issued = parse_rfc3339(att.issued_utc)
+    check_issue_time(att.issued_utc, max_age, now)
+
+
+def check_issue_time(issued_utc: str, max_age: timedelta | None, now: datetime) -> None:
+    """An issue time more than :data:`MAX_CLOCK_SKEW` ahead of ``now`` is refused; with a
+    max age, one that is older, or not RFC 3339, is refused too.
+
+    Raises:
+        PolicyError: prefixed ``attestation not admitted by policy:``.
+    """
+    issued = parse_rfc3339(issued_utc)
     if issued is not None and issued - now > MAX_CLOCK_SKEW:
         raise _policy_error(
             Reason.ISSUED_IN_FUTURE,
-            f"attestation is issued in the future ({att.issued_utc},"
+            f"attestation is issued in the future ({issued_utc},"
             f" {format_go_duration((issued - now) // _SECOND * _SECOND)} from now, over the"
             f" {format_go_duration(MAX_CLOCK_SKEW)} clock skew allowed); check the signer's clock",
         )
@@ -291,7 +302,7 @@ def admit(
         if issued is None:
             raise _policy_error(
                 Reason.ISSUED_TIME_INVALID,
-                f"issued time {go_quote(att.issued_utc)} is not RFC 3339, so its age cannot be checked",
+                f"issued time {go_quote(issued_utc)} is not RFC 3339, so its age cannot be checked",
             )
         age = now - issued
         if age > max_age:

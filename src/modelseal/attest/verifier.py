@@ -16,6 +16,7 @@ from typing import Any
 from modelseal.attest import socair
 from modelseal.attest.envelope import INTOTO_PAYLOAD_TYPE, Envelope, b64decode, pae, parse_envelope
 from modelseal.attest.gojson import go_quote, quote_list
+from modelseal.attest.image_predicate import IMAGE_PREDICATE_TYPE, check_image_predicate
 from modelseal.attest.keys import Keyring, PublicKey
 from modelseal.attest.policy import TrustPolicy
 from modelseal.attest.statement import Statement, parse_statement
@@ -199,7 +200,11 @@ def _directory_diff(predicate: dict[str, Any], actual: dict[str, str]) -> list[s
 
 
 def _generic(
-    statement: Statement, policy: TrustPolicy, expected: ExpectedDigest | None, details: dict[str, Any]
+    statement: Statement,
+    policy: TrustPolicy,
+    expected: ExpectedDigest | None,
+    details: dict[str, Any],
+    now: datetime,
 ) -> None:
     details["subjects"] = [{"name": s.name, "digest": dict(s.digest)} for s in statement.subject]
     digests = statement.digests("sha256")
@@ -212,7 +217,9 @@ def _generic(
             f" not the artifact {expected.sha256.strip().lower()}",
             reason=Reason.DIGEST_MISMATCH.value,
         )
-    if policy.max_age:
+    if statement.predicate_type == IMAGE_PREDICATE_TYPE:  # it carries an issue time
+        check_image_predicate(statement, policy.max_age, now, details)
+    elif policy.max_age:
         raise PolicyError(
             "attestation not admitted by policy: the statement carries no issue time,"
             " so its age cannot be checked",
@@ -251,7 +258,7 @@ def evaluate(
             att = _socair(statement, signed, policy, expected, now, facts, details)
             signed.sort(key=lambda k: k.keyid != att.keyid)  # the report's signer first
         else:
-            _generic(statement, policy, expected, details)
+            _generic(statement, policy, expected, details, now)
     except Error as e:
         _logger.debug("refused: %s", printable(e.message))
         reason = Reason(e.reason) if e.reason else Reason.ENVELOPE_INVALID

@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from modelseal.attest import gojson
 from modelseal.attest.digest import DirectoryDigest, digest_path, total_size
+from modelseal.cli.image_commands import attest_image, image_reference, is_image, verify_image_cmd
 from modelseal.cli.progress import ProgressBar
+from modelseal.cli.publish_commands import _registry_options
 from modelseal.durations import parse_max_age
 from modelseal.errors import InputError, UsageError
 from modelseal.files import read_limited, write_atomic
@@ -30,7 +32,8 @@ __all__ = ["register"]
 _HEX64 = re.compile(r"[0-9a-fA-F]{64}")
 VERIFY_USAGE = (
     "usage: modelseal verify <attestation.dsse.json> (--trusted <key.pub|dir> | --store <path>"
-    " | --policy <file>) [--artifact <path> | --sha256 <hex>]"
+    " | --policy <file>) [--artifact <path> | --sha256 <hex>]\n"
+    "       modelseal verify [<attestation.dsse.json>] --image oci://<registry/repo@sha256:...> ..."
 )
 
 
@@ -54,21 +57,34 @@ def register(commands: Any) -> None:
     sign.add_argument("--out", help="default: the report's name with .dsse.json")
     sign.set_defaults(handler=sign_cmd)
 
-    attest = commands.add_parser("attest", help="sign an in-toto Statement over files (for CI)")
-    attest.add_argument("paths", nargs="+", metavar="PATH", help="files or model directories")
+    attest = commands.add_parser("attest", help="sign an in-toto Statement over files or an image (for CI)")
+    attest.add_argument(
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help="files or model directories, or one oci://REGISTRY/REPO@DIGEST",
+    )
     attest.add_argument("--key", action="append", required=True, help="private key; repeat to co-sign")
     attest.add_argument(
         "--predicate-type",
-        required=True,
         metavar="URI",
-        help="the Statement's predicateType (verify admits it with --predicate-type)",
+        help="required for files (verify then needs the same --predicate-type); an image's lists its files",
     )
     attest.add_argument("--predicate", metavar="FILE", help="predicate JSON object (default {})")
     attest.add_argument("--out", help="write the envelope here (default: stdout)")
+    attest.add_argument(
+        "--attach", action="store_true", help="for an image: push the envelope beside it as an OCI referrer"
+    )
+    _registry_options(attest)
     attest.set_defaults(handler=attest_cmd)
 
     verify = commands.add_parser("verify", help="verify and admit an attestation (as socair verify)")
-    verify.add_argument("envelope", metavar="ENVELOPE", help="the DSSE envelope (- for stdin)")
+    verify.add_argument(
+        "envelope",
+        nargs="?",
+        metavar="ENVELOPE",
+        help="the DSSE envelope (- for stdin); with --image, optional",
+    )
     trust = verify.add_mutually_exclusive_group()
     trust.add_argument("--trusted", metavar="KEY|DIR", help="a public key, or a directory of *.pub")
     trust.add_argument("--store", metavar="PATH", help="a socair airlock store (its trusted-keys/)")
@@ -76,6 +92,11 @@ def register(commands: Any) -> None:
     bind = verify.add_mutually_exclusive_group()
     bind.add_argument("--artifact", metavar="PATH", help="hash this file or model directory")
     bind.add_argument("--sha256", metavar="HEX", help="the digest the attestation must be for")
+    bind.add_argument(
+        "--image",
+        metavar="oci://REF",
+        help="verify against this image's digest; without ENVELOPE, the attestations attached to it",
+    )
     verify.add_argument("--allow-conditions", action="store_true", default=None,
                         help="admit authorized_with_conditions")  # fmt: skip
     verify.add_argument("--max-age", metavar="DURATION", help="refuse reports issued longer ago (e.g. 2160h)")
@@ -88,6 +109,7 @@ def register(commands: Any) -> None:
         "--mode", choices=("enforce", "warn"), default="enforce", help="warn: report a refusal, exit 0"
     )
     verify.add_argument("--json", action="store_true", help="print the verdict as JSON")
+    _registry_options(verify)
     verify.set_defaults(handler=verify_cmd)
 
     digest = commands.add_parser("digest", help="SHA-256 of a file, socair's digest of a directory")
@@ -158,6 +180,10 @@ def attest_cmd(args: argparse.Namespace) -> int:
     from modelseal.attest.private_keys import load_signing_key
     from modelseal.attest.sign import make_statement, sign_payload
 
+    if not any(is_image(p) for p in args.paths) and (args.attach or not args.predicate_type):
+        raise UsageError(
+            "--attach is for an image (oci://...)" if args.attach else "files need --predicate-type"
+        )
     keys = [load_signing_key(k) for k in args.key]
     predicate: Any = {}
     if args.predicate:
@@ -167,6 +193,8 @@ def attest_cmd(args: argparse.Namespace) -> int:
             raise InputError(f"predicate {args.predicate} is not JSON: {e}") from None
         if not isinstance(predicate, dict):
             raise InputError(f"predicate {args.predicate} is not a JSON object")
+    if any(is_image(p) for p in args.paths):
+        return attest_image(args, keys, predicate if args.predicate else None)
     subjects = [(Path(p).resolve().name, _hash(p)[0]) for p in args.paths]
     try:
         statement = make_statement(subjects, args.predicate_type, predicate)
@@ -223,12 +251,17 @@ def verify_cmd(args: argparse.Namespace) -> int:
         if at is None:
             raise UsageError(f"--at {args.at!r} is not an RFC 3339 time")
         now = at
+    if args.envelope is None and args.image is None:
+        raise UsageError("give the envelope to verify, or --image", usage=VERIFY_USAGE)
+    image = image_reference(args.image, "--image") if args.image is not None else None
     policy = _policy(args)
     mode = Mode(args.mode)
-    envelope = b""
+    if image is not None:
+        given = read_limited(args.envelope, MAX_ENVELOPE_BYTES, what="attestation") if args.envelope else None
+        return verify_image_cmd(args, image, policy, now, given)
+    envelope, expected, directory = b"", None, None
     try:
         envelope = read_limited(args.envelope, MAX_ENVELOPE_BYTES, what="attestation")
-        expected, directory = None, None
         if args.sha256:
             expected = ExpectedDigest(args.sha256.strip().lower())
         elif args.artifact:
@@ -241,20 +274,15 @@ def verify_cmd(args: argparse.Namespace) -> int:
         )
     else:
         verdict = evaluate(envelope, policy, expected=expected, now=now)
-    if args.json:
-        doc = {"mode": mode.value, **verdict.model_dump(mode="json"), **_skipped_json(directory)}
-        print(json.dumps(doc, indent=2))
-    if not verdict.admitted:
-        hint = refusal_hint(verdict, envelope, args)
-        if verdict.blocks(mode):
-            if not args.json:
-                print(f"error: {printable(verdict.message)}{hint}", file=sys.stderr)
-            return 1
-        print(f"warning: {printable(verdict.message)}{hint} (warn mode: not blocking)", file=sys.stderr)
-        return 0
-    if not args.json:
-        print(render.admitted(verdict, bound=expected is not None))
-    return 0
+    doc = {"mode": mode.value, **verdict.model_dump(mode="json"), **_skipped_json(directory)}
+    hint = "" if verdict.admitted else refusal_hint(verdict, envelope, args)
+    return render.finish_verify(
+        verdict,
+        mode,
+        doc if args.json else None,
+        lambda: render.admitted(verdict, bound=expected is not None),
+        hint,
+    )
 
 
 def digest_cmd(args: argparse.Namespace) -> int:

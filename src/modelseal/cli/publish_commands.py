@@ -74,6 +74,12 @@ def register(commands: Any) -> None:
     pub.add_argument(
         "--result-file", metavar="PATH", help="also write the JSON result here (/dev/termination-log)"
     )
+    pub.add_argument(
+        "--sign-key",
+        action="append",
+        metavar="KEY",
+        help="sign the pushed image's digest with this private key and attach it (repeat to co-sign)",
+    )
     _registry_options(pub)
     pub.set_defaults(handler=publish_cmd)
 
@@ -134,6 +140,7 @@ def publish_cmd(args: argparse.Namespace) -> int:
     if args.follow_symlinks and not args.from_dir:
         raise UsageError("--follow-symlinks goes with --from DIR")
     platform = Platform.parse(args.platform)
+    signing_keys = _signing_keys(args.sign_key)  # a bad key fails before anything is pushed
     files = plan_files(args.files, _walk(args) if args.from_dir else None, args.primary)
     total = 0
     for f in files:
@@ -152,7 +159,10 @@ def publish_cmd(args: argparse.Namespace) -> int:
             reuse_from=reuse,
             progress=bar.advance,
         )
+        attestation = _sign_and_attach(client, result.reference, signing_keys) if signing_keys else None
     doc = result.to_json()
+    if attestation is not None:
+        doc["attestation"] = attestation
     if args.result_file:
         _write_result(Path(args.result_file), doc)
     if args.json:
@@ -167,6 +177,23 @@ def publish_cmd(args: argparse.Namespace) -> int:
         )
         print(result.image)
     return 0
+
+
+def _signing_keys(paths: list[str] | None) -> list[Any]:
+    from modelseal.attest.private_keys import load_signing_key
+
+    return [load_signing_key(p) for p in paths or []]
+
+
+def _sign_and_attach(client: Any, reference: Any, keys: list[Any]) -> dict[str, Any]:
+    """``--sign-key``: sign the image just pushed (its manifest read back by digest) and attach it."""
+    from modelseal.cli.image_commands import attach_signed
+    from modelseal.publish.image_attestations import sign_image
+
+    signed = sign_image(client, reference, keys)
+    attached = attach_signed(client, signed)
+    return {"referrer": attached.digest, "via": attached.via, "predicateType": signed.predicate_type,
+            "keys": [k.public.keyid for k in keys]}  # fmt: skip
 
 
 def _walk(args: argparse.Namespace) -> ModelDir:
@@ -197,7 +224,7 @@ def _compact(doc: dict[str, Any]) -> bytes:
     data = json.dumps(paths, separators=(",", ":")).encode()
     if len(data) <= TERMINATION_LOG_LIMIT:
         return data
-    keep = {k: doc[k] for k in ("image", "digest", "tag", "fingerprint")}
+    keep = {k: doc[k] for k in ("image", "digest", "tag", "fingerprint", "attestation") if k in doc}
     return json.dumps({**keep, "truncated": True}, separators=(",", ":")).encode()
 
 

@@ -2,14 +2,36 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import json
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from modelseal.text import printable
 
 if TYPE_CHECKING:
-    from modelseal.attest.verdict import Verdict
+    from modelseal.attest.verdict import Mode, Verdict
 
-__all__ = ["admitted"]
+__all__ = ["admitted", "finish_verify"]
+
+
+def finish_verify(
+    verdict: Verdict, mode: Mode, doc: dict[str, Any] | None, text: Callable[[], str], hint: str = ""
+) -> int:
+    """Print a verdict (``doc`` as JSON when given, else ``text()`` or the refusal, with ``hint`` on
+    the text line) and return ``verify``'s exit code: 0 admitted or warn mode, 1 refused."""
+    if doc is not None:
+        print(json.dumps(doc, indent=2))
+    if not verdict.admitted:
+        if verdict.blocks(mode):
+            if doc is None:
+                print(f"error: {printable(verdict.message)}{hint}", file=sys.stderr)
+            return 1
+        print(f"warning: {printable(verdict.message)}{hint} (warn mode: not blocking)", file=sys.stderr)
+        return 0
+    if doc is None:
+        print(text())
+    return 0
 
 
 def admitted(verdict: Verdict, *, bound: bool) -> str:

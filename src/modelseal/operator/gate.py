@@ -7,6 +7,11 @@ ConfigMap (``data``, then ``binaryData``) and its key, then socair-verify's
 Verdicts are cached by (envelope, keyring, policy, expected digest), so a
 reconcile that changes nothing re-does no cryptography.
 
+One addition: an ``oci://`` source pinned by digest needs no ``spec.sha256``
+(LLMKube's CRD refuses one there). The attestation must then be for the
+image's manifest digest (:mod:`modelseal.attest.image_predicate`), which
+binds every file of the image, so no content check follows.
+
 What a forged envelope may cost is bounded in :mod:`modelseal.operator.verdict_cache`.
 """
 
@@ -19,19 +24,22 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from modelseal.attest.image_predicate import IMAGE_PREDICATE_TYPE
 from modelseal.attest.keys import Keyring, PublicKey
 from modelseal.attest.policy import TrustPolicy
 from modelseal.attest.verdict import Mode, Reason, Verdict
-from modelseal.errors import KeyFileError
+from modelseal.errors import Error, KeyFileError
 from modelseal.operator.names import is_subdomain
 from modelseal.operator.settings import OperatorSettings
 from modelseal.operator.verdict_cache import VerdictCache, cached_evaluate
+from modelseal.publish.reference import parse_reference
 
 __all__ = [
     "REASON_INTERNAL_ERROR",
     "ConfigMapRead",
     "GateOutcome",
     "evaluate_gate",
+    "pinned_image",
     "referenced_configmap",
 ]
 
@@ -167,6 +175,9 @@ def evaluate_gate(
         return None
     try:
         sha = spec.get("sha256")
+        image = pinned_image(spec) if not sha else None
+        if image is not None:  # an image-bound Statement binds every file of the image
+            sha = image.removeprefix("sha256:")
         if not isinstance(sha, str) or not sha:
             raise _RefusedError(
                 "the attestation policy requires spec.sha256, the digest the attestation must be for",
@@ -185,6 +196,8 @@ def evaluate_gate(
                 " (a DNS-1123 subdomain)"
             )
         policy = _policy(settings, _keyring(settings, trusted))
+        if image is not None and settings.policy is None:  # a policy file's predicateTypes rule
+            policy = replace(policy, predicate_types=(*policy.predicate_types, IMAGE_PREDICATE_TYPE))
         where = f"{namespace}/{ref[0]}"
         if attestation is None or attestation.error is not None:
             raise _RefusedError(
@@ -207,4 +220,20 @@ def evaluate_gate(
             verdict.reason,
             verdict,
         )
-    return GateOutcome(settings.mode, True, REASON_VERIFIED, verdict.message, Reason.ADMITTED, verdict)
+    message = verdict.message
+    if image is not None:
+        files = verdict.details.get("files")
+        count = f" ({len(files)} file(s))" if isinstance(files, list) else ""
+        message += f"; bound to image {image}, so every file of it{count}"
+    return GateOutcome(settings.mode, True, REASON_VERIFIED, message, Reason.ADMITTED, verdict)
+
+
+def pinned_image(spec: Mapping[str, Any]) -> str | None:
+    """The manifest digest of an ``oci://`` ``spec.source`` pinned by digest, else None."""
+    source = spec.get("source")
+    if not isinstance(source, str) or not source.startswith("oci://"):
+        return None
+    try:
+        return parse_reference(source, allow_oci_scheme=True).digest
+    except Error:
+        return None

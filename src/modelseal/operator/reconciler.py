@@ -30,6 +30,7 @@ from modelseal.operator.gate import (
     ConfigMapRead,
     GateOutcome,
     evaluate_gate,
+    pinned_image,
     referenced_configmap,
 )
 from modelseal.operator.judgement import Judgement, generation_of, internal_error, unexpected
@@ -202,7 +203,7 @@ class Reconciler:
     async def _read(
         self, spec: Mapping[str, Any], namespace: str, fresh: bool
     ) -> tuple[ConfigMapRead | None, ConfigMapRead | None]:
-        if self.settings.mode is Mode.OFF or not spec.get("sha256"):
+        if self.settings.mode is Mode.OFF or not (spec.get("sha256") or pinned_image(spec)):
             return None, None
         ref = referenced_configmap(spec)
         if ref is None:

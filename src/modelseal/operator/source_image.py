@@ -155,7 +155,7 @@ class SourceImageChecker:
             return SourceCheck(False, REASON_UNREADABLE, f"spec.source: {e}", blocks=True)
         sha256 = spec.get("sha256")
         if not isinstance(sha256, str) or not sha256:
-            return None  # the attestation gate already refuses a Model without spec.sha256
+            return None  # no spec.sha256: refused by the gate, or admitted by an image-bound attestation
         pinned = ref
         if not ref.digest:
             try:

@@ -391,3 +391,18 @@ class RegistryClient:
         from modelseal.publish.blobs import open_blob
 
         return open_blob(self, digest, chunk_size=chunk_size)
+
+    # -- small documents read with a cap (the referrers API) ------------------------------
+
+    def get_capped(
+        self, path: str, *, what: str, accept: str, cap: int, ok: tuple[int, ...] = (200, 404)
+    ) -> tuple[int, httpx.Headers, bytes]:
+        """GET a small document from this registry, reading at most ``cap`` bytes of it.
+
+        Authenticates and retries as :meth:`request` does. Returns (status, headers, body).
+
+        Raises:
+            RegistryError: larger than ``cap``, unreachable, refused, or a status not in ``ok``.
+        """
+        r = self.request("GET", path, what=what, headers={"Accept": accept}, ok=ok, limit=cap)
+        return r.status_code, r.headers, r.content

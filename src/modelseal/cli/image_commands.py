@@ -1,0 +1,135 @@
+"""``attest oci://...``, ``attest --attach`` and ``verify --image``: attestations bound to an image digest."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from modelseal.errors import UsageError
+from modelseal.files import write_atomic
+from modelseal.text import printable
+
+if TYPE_CHECKING:
+    from modelseal.attest.policy import TrustPolicy
+    from modelseal.attest.private_keys import SigningKey
+    from modelseal.publish.image_attestations import ImageVerdict, SignedImage
+    from modelseal.publish.reference import ImageReference
+    from modelseal.publish.referrers import Attached
+
+__all__ = ["attach_signed", "attest_image", "image_reference", "is_image", "verify_image_cmd"]
+
+
+def is_image(text: str) -> bool:
+    """Whether a path argument names an image (``oci://``)."""
+    return text.startswith("oci://")
+
+
+def image_reference(text: str, flag: str) -> ImageReference:
+    """An ``oci://`` reference with a tag or a digest."""
+    from modelseal.publish.reference import parse_reference
+
+    if not is_image(text):
+        raise UsageError(f"{flag} {text!r}: give an image as oci://REGISTRY/REPO@sha256:...")
+    ref = parse_reference(text, allow_oci_scheme=True)
+    if ref.digest is None and ref.tag is None:
+        raise UsageError(f"{flag} {text!r}: give a digest (@sha256:...) or a tag")
+    return ref
+
+
+def _client(ref: ImageReference, args: argparse.Namespace, *, push: bool) -> Any:
+    from modelseal.cli.publish_commands import _client as registry_client
+
+    return registry_client(ref, args, push=push)
+
+
+def _warn_tag(ref: ImageReference, digest: str, doing: str) -> None:
+    if ref.digest is None:
+        print(
+            f"warning: {printable(str(ref))} is a tag, resolved to {digest}; {doing} that digest"
+            " (a tag can move: pin it with @sha256:)",
+            file=sys.stderr,
+        )
+
+
+def attach_signed(client: Any, signed: SignedImage) -> Attached:
+    """Push a signed image's envelope as a referrer and say where it went (stderr)."""
+    from modelseal.publish.referrers import attach, referrers_tag
+
+    attached = attach(client, signed.subject, signed.envelope.to_json(), signed.predicate_type)
+    where = attached.via
+    if where.endswith("tag schema"):
+        where += f", tag {referrers_tag(signed.subject.digest)}"
+    state = "attached" if attached.added else "already attached"
+    print(f"{state} as referrer {attached.digest} ({where})", file=sys.stderr)
+    return attached
+
+
+def attest_image(args: argparse.Namespace, keys: list[SigningKey], predicate: dict[str, Any] | None) -> int:
+    """``modelseal attest oci://...``: sign the image's digest; ``--attach`` stores it beside the image."""
+    from modelseal.publish.image_attestations import sign_image
+
+    if len(args.paths) != 1:
+        raise UsageError("attest one image at a time (and no files with it)")
+    if args.predicate and not args.predicate_type:
+        raise UsageError("--predicate goes with --predicate-type")
+    ref = image_reference(args.paths[0], "attest")
+    with _client(ref, args, push=bool(args.attach)) as client:
+        signed = sign_image(client, ref, keys, predicate_type=args.predicate_type, predicate=predicate)
+        _warn_tag(ref, signed.subject.digest, "signed")
+        if args.out:
+            write_atomic(args.out, signed.envelope.to_json())
+        files = len(signed.info.get("files") or [])
+        image = ref.pinned(signed.subject.digest).oci
+        print(f"attested {printable(image)} ({files} file(s)) with {len(keys)} key(s)", file=sys.stderr)
+        if args.out:
+            print(f"  {printable(args.out)}", file=sys.stderr)
+        if args.attach:
+            attach_signed(client, signed)
+    if not args.out:
+        sys.stdout.write(signed.envelope.to_json().decode() + "\n")
+    return 0
+
+
+def verify_image_cmd(
+    args: argparse.Namespace, ref: ImageReference, policy: TrustPolicy, now: datetime, envelope: bytes | None
+) -> int:
+    """``modelseal verify --image REF [ENVELOPE]``: exit 0 admitted (or warn), 1 refused."""
+    from modelseal.attest.verdict import Mode
+    from modelseal.cli import render
+    from modelseal.publish.image_attestations import image_policy, verify_image
+
+    # --predicate-type, or a policy file's predicateTypes, say what is admitted
+    policy = image_policy(policy, explicit_types=bool(args.predicate_type or args.policy))
+    with _client(ref, args, push=False) as client:
+        result = verify_image(client, ref, policy, envelope=envelope, now=now)
+    _warn_tag(ref, result.digest, "verified")
+    mode = Mode(args.mode)
+    return render.finish_verify(result.verdict, mode, _json(result, mode) if args.json else None,
+                                lambda: _text(result))  # fmt: skip
+
+
+def _json(result: ImageVerdict, mode: Any) -> dict[str, Any]:
+    return {
+        "mode": mode.value,
+        **result.verdict.model_dump(mode="json"),
+        "image": result.image,
+        "digest": result.digest,
+        "referrer": result.referrer,
+        "found_via": result.via,
+        "files": result.files,
+        "tried": [{"referrer": r, "message": m} for r, m in result.tried],
+    }
+
+
+def _text(result: ImageVerdict) -> str:
+    from modelseal.cli import render
+
+    lines = [render.admitted(result.verdict, bound=True)]
+    found = f"attached as {result.referrer} ({result.via})" if result.referrer else "the envelope given"
+    lines.append(printable(f"  image {result.image}: {found}"))
+    if result.files:
+        lines.append(f"  binds {len(result.files)} file(s):")
+        lines += [printable(f"    {f['sha256']}  {f['size']:>12}  {f['path']}") for f in result.files]
+    return "\n".join(lines)

@@ -1,0 +1,178 @@
+"""Sign an image by its digest, and verify the attestations stored beside it.
+
+:func:`sign_image` reads the image's manifest (by digest, strictly parsed:
+:func:`modelseal.publish.contents.describe`) and signs an in-toto Statement
+whose subject is the image (:mod:`modelseal.attest.image_predicate`).
+:func:`verify_image` evaluates a given envelope, or every envelope attached
+as a referrer (:mod:`modelseal.publish.referrers`), against the image's
+digest, and admits when one is admitted by the trust policy; an admitted
+image predicate must list exactly the files the manifest holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from modelseal.attest.envelope import Envelope
+from modelseal.attest.image_predicate import (
+    IMAGE_PREDICATE_TYPE,
+    image_predicate,
+    image_statement,
+    predicate_files,
+)
+from modelseal.attest.policy import TrustPolicy
+from modelseal.attest.private_keys import SigningKey
+from modelseal.attest.sign import sign_payload
+from modelseal.attest.verdict import Reason, Verdict
+from modelseal.attest.verifier import ExpectedDigest, evaluate
+from modelseal.errors import RegistryError
+from modelseal.publish.contents import describe
+from modelseal.publish.reference import ImageReference
+from modelseal.publish.referrers import Subject, fetch_envelopes
+from modelseal.publish.registry import RegistryClient
+
+__all__ = ["ImageVerdict", "SignedImage", "image_policy", "read_subject", "sign_image", "verify_image"]
+
+
+@dataclass(frozen=True)
+class SignedImage:
+    """An envelope over an image, and what was read to make it."""
+
+    envelope: Envelope
+    subject: Subject
+    name: str
+    info: dict[str, Any]
+    predicate_type: str
+
+
+@dataclass(frozen=True)
+class ImageVerdict:
+    """The verdict for an image, the referrer that gave it, and every attestation tried."""
+
+    verdict: Verdict
+    image: str  # oci://registry/repo@sha256:...
+    digest: str
+    referrer: str | None = None
+    via: str | None = None
+    files: list[dict[str, Any]] = field(default_factory=list)
+    tried: list[tuple[str, str]] = field(default_factory=list)  # (referrer, why it was refused)
+
+
+def read_subject(client: RegistryClient, ref: ImageReference) -> tuple[dict[str, Any], Subject]:
+    """The image as :func:`describe` reads it, and its descriptor (a tag resolved once).
+
+    Raises:
+        RegistryError: no such image, or not a single image manifest.
+        VerificationError: unsafe titles or a foreign layer.
+    """
+    info = describe(client, ref)
+    got = client.get_manifest(info["digest"])
+    if got is None:
+        raise RegistryError(f"{ref}: the manifest {info['digest']} vanished while it was read")
+    body, media_type, digest = got
+    return info, Subject(digest, media_type or "application/vnd.oci.image.manifest.v1+json", len(body))
+
+
+def sign_image(
+    client: RegistryClient,
+    ref: ImageReference,
+    keys: Sequence[SigningKey],
+    *,
+    predicate_type: str | None = None,
+    predicate: dict[str, Any] | None = None,
+    now: datetime | None = None,
+) -> SignedImage:
+    """Sign a Statement about the image ``ref`` names (resolving a tag to its digest).
+
+    Without ``predicate_type`` the predicate is the image predicate listing its files.
+
+    Raises:
+        RegistryError, VerificationError: the image cannot be read, or is malformed.
+        InputError: the image records no files (for the default predicate).
+    """
+    info, subject = read_subject(client, ref)
+    name = f"{ref.registry}/{ref.repository}"
+    kind = predicate_type or IMAGE_PREDICATE_TYPE
+    body = (
+        predicate
+        if predicate_type is not None
+        else image_predicate(name, subject.digest, subject.media_type, info, issued=now)
+    )
+    statement = image_statement(name, subject.digest, kind, body or {})
+    return SignedImage(sign_payload(statement, keys), subject, name, info, kind)
+
+
+def image_policy(policy: TrustPolicy, *, explicit_types: bool) -> TrustPolicy:
+    """The policy for an image: it admits the image predicate too, unless the types were given."""
+    if explicit_types or IMAGE_PREDICATE_TYPE in policy.predicate_types:
+        return policy
+    return replace(policy, predicate_types=(*policy.predicate_types, IMAGE_PREDICATE_TYPE))
+
+
+def _bound_files(verdict: Verdict, info: dict[str, Any]) -> tuple[Verdict, list[dict[str, Any]]]:
+    """An admitted image predicate must list the files the manifest holds; return them."""
+    if not verdict.admitted or verdict.predicate_type != IMAGE_PREDICATE_TYPE:
+        return verdict, []
+    listed = predicate_files({"files": verdict.details.get("files")})
+    held = [{k: f.get(k) for k in ("path", "sha256", "size", "layer")} for f in info.get("files") or []]
+    if listed != held:
+        message = (
+            f"attestation does not verify: it lists {len(listed)} file(s) the image's manifest does not"
+            f" hold as listed ({len(held)} file(s) in {info.get('image')})"
+        )
+        update = {"admitted": False, "reason": Reason.DIGEST_MISMATCH, "message": message}
+        return verdict.model_copy(update=update), []
+    return verdict, listed
+
+
+def verify_image(
+    client: RegistryClient,
+    ref: ImageReference,
+    policy: TrustPolicy,
+    *,
+    envelope: bytes | None = None,
+    now: datetime | None = None,
+) -> ImageVerdict:
+    """Evaluate ``envelope``, or each attestation attached to the image, against its digest.
+
+    Admitted when one is; otherwise the first refusal speaks for all (``tried`` lists them).
+
+    Raises:
+        RegistryError, VerificationError: the image or its referrers cannot be read.
+    """
+    info, subject = read_subject(client, ref)
+    expected = ExpectedDigest(subject.digest.removeprefix("sha256:"))
+    image = ref.pinned(subject.digest).oci
+    if envelope is not None:
+        candidates: list[tuple[str | None, bytes | None, str | None]] = [(None, envelope, None)]
+        via, listed = None, 1
+    else:
+        found, via, listed = fetch_envelopes(client, subject.digest)
+        candidates = [(f.referrer, f.envelope, f.error) for f in found]
+    tried: list[tuple[str, str]] = []
+    first: Verdict | None = None
+    for referrer, data, error in candidates:
+        if data is None:
+            verdict = Verdict(admitted=False, reason=Reason.INPUT_UNREADABLE,
+                              message=f"attestation does not verify: {error}")  # fmt: skip
+        else:
+            verdict, files = _bound_files(evaluate(data, policy, expected=expected, now=now), info)
+            if verdict.admitted:
+                return ImageVerdict(verdict, image, subject.digest, referrer, via, files, tried)
+        tried.append((referrer or "(given)", verdict.message))
+        first = first or verdict
+    if first is None:
+        first = Verdict(
+            admitted=False,
+            reason=Reason.UNSIGNED,
+            message=f"attestation does not verify: no attestation is attached to {image} (looked up"
+            f" through the {via})",
+        )
+    elif len(tried) > 1:
+        more = f" ({listed} listed)" if listed > len(tried) else ""
+        message = f"none of the {len(tried)} attached attestations{more} admits {image}; the first: "
+        first = first.model_copy(update={"message": message + first.message})
+    return ImageVerdict(first, image, subject.digest, None, via, [], tried)

@@ -1,0 +1,220 @@
+"""``attest oci://...``, ``--attach`` and ``verify --image`` from the command line, against a real registry."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import pytest
+
+from modelseal.attest.image_predicate import IMAGE_PREDICATE_TYPE
+from tests.cli.conftest import Run
+from tests.conftest import TESTDATA
+from tests.publish.helpers import skopeo
+from tests.publish.servers import Registry
+
+SAMPLE = TESTDATA / "sample-model"
+
+
+def keys(cli: Run, tmp_path: Path, name: str = "ci") -> tuple[Path, Path]:
+    assert cli("key", "gen", "--out", tmp_path / name).code == 0
+    return tmp_path / f"{name}.key", tmp_path / f"{name}.pub"
+
+
+def publish(cli: Run, host: str, tag: str = "models/sample:v1", source: Path = SAMPLE) -> str:
+    r = cli(
+        "publish",
+        "--image",
+        f"{host}/{tag}",
+        "--plain-http",
+        "--from",
+        source,
+        "--primary",
+        "model.safetensors",
+    )
+    assert r.code == 0, r.err
+    return r.out.strip()
+
+
+def statement(envelope: str) -> dict[str, object]:
+    doc = json.loads(envelope)
+    payload: dict[str, object] = json.loads(base64.b64decode(doc["payload"]))
+    return payload
+
+
+def test_attest_a_tag_signs_its_digest_and_says_so(cli: Run, registry: Registry, tmp_path: Path) -> None:
+    key, _ = keys(cli, tmp_path)
+    image = publish(cli, registry.host)
+    digest = image.rsplit("@", 1)[1]
+    r = cli("attest", f"oci://{registry.host}/models/sample:v1", "--key", key, "--plain-http")
+    assert r.code == 0, r.err
+    assert r.err.splitlines() == [
+        f"warning: {registry.host}/models/sample:v1 is a tag, resolved to {digest}; signed that digest"
+        " (a tag can move: pin it with @sha256:)",
+        f"attested {image} (3 file(s)) with 1 key(s)",
+    ]
+    doc = statement(r.out)
+    assert doc["subject"] == [{"name": f"{registry.host}/models/sample", "digest": {"sha256": digest[7:]}}]
+    assert doc["predicateType"] == IMAGE_PREDICATE_TYPE
+    predicate = doc["predicate"]
+    assert isinstance(predicate, dict)
+    assert predicate["image"] == {"name": f"{registry.host}/models/sample", "digest": digest,
+                                  "mediaType": "application/vnd.oci.image.manifest.v1+json"}  # fmt: skip
+    assert predicate["primary"] == "model.safetensors"
+    assert [(f["path"], f["size"]) for f in predicate["files"]] == [
+        ("model.safetensors", 120),
+        ("config.json", 57),
+        ("tokenizer.json", 58),
+    ]
+    assert set(predicate) == {"image", "issued", "primary", "files"}
+
+
+def test_attach_then_verify_the_image(cli: Run, registry: Registry, tmp_path: Path) -> None:
+    key, pub = keys(cli, tmp_path)
+    image = publish(cli, registry.host)
+    digest = image.rsplit("@", 1)[1]
+    r = cli("attest", image, "--key", key, "--plain-http", "--attach", "--out", tmp_path / "image.dsse.json")
+    assert r.code == 0 and r.out == "", r.err
+    attached = r.err.splitlines()[-1]
+    assert attached.startswith("attached as referrer sha256:")
+    assert attached.endswith(f"(referrers tag schema, tag sha256-{digest[7:]})")
+    cosigner, _ = keys(cli, tmp_path, "cosigner")
+    again = cli("attest", image, "--key", cosigner, "--plain-http", "--attach")
+    assert again.code == 0 and "attached as referrer" in again.err
+    index = json.loads(skopeo("inspect", "--raw", "--tls-verify=false",
+                              f"docker://{registry.host}/models/sample:sha256-{digest[7:]}"))  # fmt: skip
+    assert len(index["manifests"]) == 2
+    v = cli("verify", "--image", image, "--trusted", pub, "--plain-http")
+    assert v.code == 0, v.err
+    lines = v.out.splitlines()
+    assert lines[0].startswith("verified: signed by key ")
+    assert lines[1] == f"  predicate {IMAGE_PREDICATE_TYPE}"
+    assert lines[2] == f"  subject {digest[7:]} ({registry.host}/models/sample)"
+    assert lines[3].startswith(f"  image {image}: attached as sha256:") and lines[3].endswith(
+        "(referrers tag schema)"
+    )
+    assert lines[4] == "  binds 3 file(s):"
+    assert lines[5].endswith("  model.safetensors") and len(lines) == 8
+    j = cli("verify", "--image", image, "--trusted", pub, "--plain-http", "--json")
+    doc = json.loads(j.out)
+    assert doc["admitted"] and doc["digest"] == digest and doc["found_via"] == "referrers tag schema"
+    assert [f["path"] for f in doc["files"]] == ["model.safetensors", "config.json", "tokenizer.json"]
+    given = cli("verify", tmp_path / "image.dsse.json", "--image", image, "--trusted", pub, "--plain-http")
+    assert given.code == 0 and "the envelope given" in given.out
+
+
+def test_an_attestation_of_another_image_is_refused(cli: Run, registry: Registry, tmp_path: Path) -> None:
+    key, pub = keys(cli, tmp_path)
+    a = publish(cli, registry.host, "models/sample:a")
+    other = tmp_path / "other"
+    other.mkdir()
+    for f in SAMPLE.iterdir():
+        (other / f.name).write_bytes(f.read_bytes() + b" ")
+    b = publish(cli, registry.host, "models/sample:b", other)
+    assert cli("attest", a, "--key", key, "--plain-http", "--out", tmp_path / "a.json").code == 0
+    r = cli("verify", tmp_path / "a.json", "--image", b, "--trusted", pub, "--plain-http")
+    assert r.code == 1
+    da, db = a.rsplit("@sha256:", 1)[1], b.rsplit("@sha256:", 1)[1]
+    assert (
+        r.err
+        == f"error: attestation not admitted by policy: attestation is for {da}, not the artifact {db}\n"
+    )
+    unsigned = cli("verify", "--image", b, "--trusted", pub, "--plain-http")
+    assert unsigned.code == 1 and "no attestation is attached to" in unsigned.err
+    warn = cli("verify", "--image", b, "--trusted", pub, "--plain-http", "--mode", "warn")
+    assert warn.code == 0 and "(warn mode: not blocking)" in warn.err
+
+
+def test_untrusted_keys_max_age_and_a_predicate_of_your_own(
+    cli: Run, registry: Registry, tmp_path: Path
+) -> None:
+    key, pub = keys(cli, tmp_path)
+    _, stranger = keys(cli, tmp_path, "stranger")
+    image = publish(cli, registry.host)
+    assert cli("attest", image, "--key", key, "--plain-http", "--attach").code == 0
+    r = cli("verify", "--image", image, "--trusted", stranger, "--plain-http")
+    assert r.code == 1 and "no valid signature by a trusted key" in r.err
+    old = cli("verify", "--image", image, "--trusted", pub, "--plain-http", "--max-age", "1h", "--at",
+              "2099-01-01T00:00:00Z")  # fmt: skip
+    assert old.code == 1 and "old, over the 1h0m0s limit" in old.err
+    (tmp_path / "p.json").write_text('{"scan": "clean"}')
+    custom = cli("attest", image, "--key", key, "--plain-http", "--predicate-type", "https://example.com/scan/v1",
+                 "--predicate", tmp_path / "p.json", "--out", tmp_path / "scan.json")  # fmt: skip
+    assert custom.code == 0, custom.err
+    assert statement((tmp_path / "scan.json").read_text())["predicate"] == {"scan": "clean"}
+    default_types = cli("verify", tmp_path / "scan.json", "--image", image, "--trusted", pub, "--plain-http")
+    assert default_types.code == 1 and 'predicate type "https://example.com/scan/v1"' in default_types.err
+    typed = cli("verify", tmp_path / "scan.json", "--image", image, "--trusted", pub, "--plain-http",
+                "--predicate-type", "https://example.com/scan/v1")  # fmt: skip
+    assert typed.code == 0 and "binds" not in typed.out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["attest", "model.gguf", "--key", "k"], "files need --predicate-type"),
+        (["attest", "model.gguf", "--key", "k", "--predicate-type", "u", "--attach"], "--attach is for an image"),
+        (["verify", "--trusted", "k.pub"], "give the envelope to verify, or --image"),
+        (["verify", "--image", "registry.example/m@sha256:" + "a" * 64, "--trusted", "k.pub"],
+         "give an image as oci://REGISTRY/REPO@sha256:..."),
+        (["verify", "--image", "oci://registry.example/m", "--trusted", "k.pub"], "give a digest (@sha256:...) or a tag"),
+        (["verify", "x.json", "--image", "oci://registry.example/m:v1", "--sha256", "a" * 64, "--trusted", "k.pub"],
+         "not allowed with argument"),
+    ],
+)  # fmt: skip
+def test_usage_errors(cli: Run, argv: list[str], message: str) -> None:
+    r = cli(*argv)
+    assert r.code == 2 and message in r.err
+
+
+def test_attest_two_images_or_an_image_and_files_is_refused(cli: Run, tmp_path: Path) -> None:
+    key, _ = keys(cli, tmp_path)
+    r = cli("attest", "oci://registry.example/m:v1", "model.gguf", "--key", key)
+    assert r.code == 2 and "attest one image at a time" in r.err
+
+
+def test_publish_sign_key_signs_and_attaches_what_it_pushed(
+    cli: Run, registry: Registry, tmp_path: Path
+) -> None:
+    key, pub = keys(cli, tmp_path)
+    r = cli("publish", "--image", f"{registry.host}/models/signed:v1", "--plain-http", "--from", SAMPLE,
+            "--primary", "model.safetensors", "--sign-key", key, "--json")  # fmt: skip
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    assert doc["attestation"]["via"] == "referrers tag schema"
+    assert doc["attestation"]["predicateType"] == IMAGE_PREDICATE_TYPE
+    assert r.err.startswith(f"attached as referrer {doc['attestation']['referrer']}")
+    v = cli("verify", "--image", doc["image"], "--trusted", pub, "--plain-http", "--json")
+    assert v.code == 0, v.err
+    verdict = json.loads(v.out)
+    assert verdict["referrer"] == doc["attestation"]["referrer"]
+    assert [(f["path"], f["sha256"], f["size"]) for f in verdict["files"]] == [
+        (f["path"], f["sha256"], f["size"]) for f in doc["files"]
+    ]
+
+
+def test_publish_with_an_unusable_sign_key_pushes_nothing(
+    cli: Run, registry: Registry, tmp_path: Path
+) -> None:
+    (tmp_path / "bad.key").write_text("not a key")
+    (tmp_path / "bad.key").chmod(0o600)
+    r = cli("publish", "--image", f"{registry.host}/models/unsigned:v1", "--plain-http", "--from", SAMPLE,
+            "--primary", "model.safetensors", "--sign-key", tmp_path / "bad.key")  # fmt: skip
+    assert r.code == 1 and r.err.startswith("error: ") and len(r.err.splitlines()) == 1
+    assert registry.tags("models/unsigned") == []
+
+
+def test_a_policy_file_decides_whether_the_image_predicate_is_admitted(
+    cli: Run, registry: Registry, tmp_path: Path
+) -> None:
+    key, pub = keys(cli, tmp_path)
+    image = publish(cli, registry.host)
+    assert cli("attest", image, "--key", key, "--plain-http", "--attach").code == 0
+    for types, code in (("[https://socair.ai/attestation/v1]", 1), (f"[{IMAGE_PREDICATE_TYPE}]", 0)):
+        policy = tmp_path / "policy.yaml"
+        policy.write_text(
+            f"apiVersion: modelseal.dev/v1\nkind: TrustPolicy\nkeys:\n  - file: {pub}\npredicateTypes: {types}\n"
+        )
+        r = cli("verify", "--image", image, "--policy", policy, "--plain-http")
+        assert r.code == code, r.err
