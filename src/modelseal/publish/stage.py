@@ -7,7 +7,9 @@ already has); only a file whose SHA-256 matches its pin is renamed into
 place. ``HF_TOKEN`` goes to huggingface.co only: redirects are followed by
 hand and the token is dropped when one leaves that host. Files start in list
 order, ``concurrency`` at a time, and while the bytes in flight fit
-``max_in_flight`` (or nothing else is in flight).
+``max_in_flight`` (or nothing else is in flight). Each staged file is
+flushed to disk before its rename unless ``fsync=False`` (for a folder that
+does not outlive its node, such as the prefetch Job's emptyDir).
 """
 
 from __future__ import annotations
@@ -80,8 +82,10 @@ class Stager:
         hf_token: str | None = None,
         transport: httpx.BaseTransport | None = None,
         progress: Callable[[int], None] | None = None,
+        fsync: bool = True,
     ) -> None:
         self.target = target
+        self.fsync = fsync
         self.concurrency = max(1, concurrency)
         self.max_in_flight = max_in_flight
         self.retries = retries
@@ -193,7 +197,7 @@ class Stager:
         try:
             with (
                 open(plan.origin, "rb") as src,
-                PartialWriter(partial, 0, hasher, plan.dest, self.progress) as out,
+                PartialWriter(partial, 0, hasher, plan.dest, self.progress, fsync=self.fsync) as out,
             ):
                 while block := src.read(BLOCK):
                     out.feed(block)
@@ -259,7 +263,7 @@ class Stager:
                 raise OperationalError(f"{plan.dest}: {public_url(plan.origin)} answered HTTP {status}")
             expected = response.headers.get("Content-Length", "")
             got = 0
-            with PartialWriter(partial, have, hasher, plan.dest, self.progress) as out:
+            with PartialWriter(partial, have, hasher, plan.dest, self.progress, fsync=self.fsync) as out:
                 try:
                     # as the network delivers them (~64 KiB): no re-chunking copies, and a cut
                     # loses nothing already received; hashing and writing overlap the next read
