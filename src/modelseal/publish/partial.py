@@ -29,7 +29,7 @@ class Digest:
     def __init__(self) -> None:
         self.h = hashlib.sha256()
 
-    def update(self, data: bytes) -> None:
+    def update(self, data: bytes | memoryview) -> None:
         self.h.update(data)
 
     def reset(self) -> None:
@@ -72,7 +72,7 @@ class PartialWriter:
         os.lseek(self._fd, self.have, os.SEEK_SET)
         return self
 
-    def feed(self, block: bytes) -> None:
+    def feed(self, block: bytes | memoryview) -> None:
         """Hash and append one block."""
         self.hasher.update(block)
         view = memoryview(block)

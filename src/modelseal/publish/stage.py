@@ -27,7 +27,9 @@ from pathlib import Path
 
 import httpx
 
+from modelseal.attest.digest import sha256_file
 from modelseal.errors import InputError, OperationalError, VerificationError
+from modelseal.files import read_blocks
 from modelseal.publish.partial import Digest, PartialWriter
 from modelseal.publish.sources import HF_HOST, StagePlan, public_url
 
@@ -171,7 +173,7 @@ class Stager:
 
     def _admitted(self, plan: StagePlan) -> StagedFile:
         final = self.target / plan.dest
-        if plan.sha256 and final.is_file() and _sha256_of(final) == plan.sha256:
+        if plan.sha256 and final.is_file() and sha256_file(final) == plan.sha256:
             return StagedFile(plan.dest, final.stat().st_size, plan.sha256, skipped=True)
         key = hashlib.sha256(plan.dest.encode()).hexdigest()[:32]
         partial = self.target / ".cache" / "modelseal-stage" / f"{key}.partial"
@@ -199,7 +201,7 @@ class Stager:
                 open(plan.origin, "rb") as src,
                 PartialWriter(partial, 0, hasher, plan.dest, self.progress, fsync=self.fsync) as out,
             ):
-                while block := src.read(BLOCK):
+                for block in read_blocks(src, BLOCK):
                     out.feed(block)
         except FileNotFoundError:
             raise InputError(f"{plan.dest}: local source {plan.origin} does not exist") from None
@@ -210,7 +212,7 @@ class Stager:
         have = 0
         if partial.exists():  # left by an earlier run: keep it, and hash it again
             with partial.open("rb") as f:
-                while block := f.read(BLOCK):
+                for block in read_blocks(f, BLOCK):
                     hasher.update(block)
                     have += len(block)
         restarts, attempt = 0, 0
@@ -292,11 +294,3 @@ class Stager:
                 continue
             return response
         raise OperationalError(f"{public_url(url)}: more than {MAX_REDIRECTS} redirects")
-
-
-def _sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(BLOCK), b""):
-            h.update(block)
-    return h.hexdigest()
