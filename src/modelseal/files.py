@@ -17,7 +17,6 @@ import io
 import mmap
 import os
 import stat
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -40,6 +39,8 @@ def write_atomic(
         OperationalError: the directory is not writable, the disk is full, or
             (``exclusive``) the file exists.
     """
+    import tempfile  # only writers need it (with shutil and random): not every command's start-up
+
     dest = Path(path)
     directory = dest.parent if str(dest.parent) else Path(".")
     try:
