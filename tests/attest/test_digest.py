@@ -134,7 +134,7 @@ def test_sha256_file_reads_into_a_page_aligned_buffer(
     path = tmp_path / "big.bin"
     path.write_bytes(data)
     seen: list[int] = []
-    real_open = digest.open_regular
+    from modelseal.files import open_regular as real_open
 
     class Recording:
         def __init__(self, inner: Any) -> None:
