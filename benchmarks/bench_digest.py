@@ -2,44 +2,39 @@
 """Digest throughput: modelseal against single-thread hashlib and coreutils sha256sum.
 
 Cases: one large file (default 2 GiB) and a 20-file model directory of the
-same total size. Each contender runs in its own process, so its peak RSS is
-its own; files are read once beforehand so every run reads from the page cache.
+same total size. Each contender runs in its own process, round by round, so
+its peak RSS, user and system time are its own; files are read once
+beforehand so every run reads from the page cache.
 
-    python benchmarks/bench_digest.py [--size-mib 2048] [--runs 3] [--dir /tmp/x]
+    python -m benchmarks.bench_digest [--size-mib 2048] [--runs 5] [--dir /tmp/x]
 """
 
 from __future__ import annotations
 
 import argparse
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks.common import gib, machine, make_file, python_command, timed_command, warm
+from benchmarks.common import gib, machine, make_file, paired, print_summaries, python_command, warm
 
 HASHLIB_FILE = (
-    "import hashlib,sys\nwith open(sys.argv[1],'rb') as f: print(hashlib.file_digest(f,'sha256').hexdigest())"
+    "import hashlib,sys\nh=hashlib.sha256()\n"
+    "with open(sys.argv[1],'rb') as f:\n    while b := f.read(1 << 20): h.update(b)\nprint(h.hexdigest())"
 )
 HASHLIB_DIR = (
     "import hashlib,sys,pathlib\n"
     "for p in sorted(pathlib.Path(sys.argv[1]).iterdir()):\n"
     "    with open(p,'rb') as f: print(hashlib.file_digest(f,'sha256').hexdigest(), p.name)"
 )
-MODELSEAL = "import sys; from modelseal.cli import main; sys.exit(main(['digest', sys.argv[1]]))"
-
-
-def run(label: str, argv: list[str], size: int, runs: int) -> float:
-    results = [timed_command(argv) for _ in range(runs)]
-    wall = min(r[0] for r in results)
-    rss = max(r[1] for r in results)
-    print(f"  {label:<34} {wall:7.2f} s  {size / wall / 2**30:6.2f} GiB/s  peak RSS {rss:6.0f} MB")
-    return wall
+MODELSEAL = str(Path(sys.executable).parent / "modelseal")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--size-mib", type=int, default=2048)
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=5, help="paired rounds (the median is printed)")
     parser.add_argument("--dir", type=Path, help="where to put the generated files (default: a temp dir)")
     args = parser.parse_args()
     work = args.dir or Path(tempfile.mkdtemp(prefix="modelseal-bench-"))
@@ -56,21 +51,27 @@ def main() -> None:
         for p in [big, *shards.iterdir()]:
             warm(p)
 
-        print(f"\none file, {gib(size)}:")
-        base = run("hashlib, one thread", python_command(HASHLIB_FILE, str(big)), size, args.runs)
-        coreutils = run("sha256sum", ["sha256sum", str(big)], size, args.runs)
-        ours = run("modelseal digest", python_command(MODELSEAL, str(big)), size, args.runs)
-        print(
-            f"  ratio modelseal/hashlib {ours / base:.2f}x time; sha256sum/modelseal {coreutils / ours:.2f}x"
+        print(f"\none file, {gib(size)}, median of {args.runs} paired runs (min-max):")
+        one = paired(
+            [
+                ("hashlib, 1 MiB read() loop", lambda: python_command(HASHLIB_FILE, str(big))),
+                ("sha256sum", lambda: ["sha256sum", str(big)]),
+                ("modelseal digest", lambda: [MODELSEAL, "digest", str(big)]),
+            ],
+            args.runs,
         )
+        print_summaries(one, size)
 
         print(f"\n20-file directory, {gib(size)} (socair.modeldir/v1 digest for modelseal):")
-        base = run(
-            "hashlib, one thread, file by file", python_command(HASHLIB_DIR, str(shards)), size, args.runs
+        many = paired(
+            [
+                ("hashlib, one thread, file by file", lambda: python_command(HASHLIB_DIR, str(shards))),
+                ("sha256sum *", lambda: ["sh", "-c", f"sha256sum {shards}/*"]),
+                ("modelseal digest (threads)", lambda: [MODELSEAL, "digest", str(shards)]),
+            ],
+            args.runs,
         )
-        coreutils = run("sha256sum *", ["sh", "-c", f"sha256sum {shards}/*"], size, args.runs)
-        ours = run("modelseal digest (threads)", python_command(MODELSEAL, str(shards)), size, args.runs)
-        print(f"  speed-up over hashlib {base / ours:.2f}x; over sha256sum {coreutils / ours:.2f}x")
+        print_summaries(many, size)
     finally:
         if args.dir is None:
             shutil.rmtree(work, ignore_errors=True)

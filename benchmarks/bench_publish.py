@@ -5,11 +5,12 @@ For each size (default 1 GiB and 4 GiB) one file is pushed to a local
 docker-registry by, in turn: ``curl -T`` of the raw bytes (the registry's
 ceiling; digest computed beforehand, untimed), ``modelseal publish`` (hashing
 included), oras-py's chunked push (hashing included), and ``skopeo copy``
-from an OCI layout holding the same image. Each runs as its own process, with
-the registry's storage emptied before it, so nothing is deduplicated; wall time
-and the process's peak RSS are printed with the ratio to curl.
+from an OCI layout holding the same image. Each runs as its own process, round
+by round (``--runs``), with the registry's storage emptied before it, so
+nothing is deduplicated; the median wall, user and system time, the spread and
+the process's peak RSS are printed with the ratio to curl.
 
-    python benchmarks/bench_publish.py [--sizes-mib 1024,4096] [--dir /tmp/x]
+    python -m benchmarks.bench_publish [--sizes-mib 1024,4096] [--runs 5] [--dir /tmp/x]
 """
 
 from __future__ import annotations
@@ -28,7 +29,16 @@ from pathlib import Path
 
 import httpx
 
-from benchmarks.common import gib, machine, make_file, python_command, timed_command, warm
+from benchmarks.common import (
+    Contender,
+    gib,
+    machine,
+    make_file,
+    paired,
+    print_summaries,
+    python_command,
+    warm,
+)
 
 ORAS_PUSH = (
     "import os, sys, oras.client\n"
@@ -83,18 +93,20 @@ def curl_upload(reg: LocalRegistry, path: Path, digest: str) -> list[str]:
 
 
 @contextmanager
-def registry_bench(doc: str, prefix: str) -> Iterator[tuple[Path, LocalRegistry, list[int]]]:
-    """Parse ``--sizes-mib`` and ``--dir``, start a registry there: (work dir, registry, sizes in MiB)."""
+def registry_bench(doc: str, prefix: str) -> Iterator[tuple[Path, LocalRegistry, list[int], int]]:
+    """Parse ``--sizes-mib``, ``--dir`` and ``--runs``, start a registry there:
+    (work dir, registry, sizes in MiB, paired rounds)."""
     parser = argparse.ArgumentParser(description=doc.split("\n")[0])
     parser.add_argument("--sizes-mib", default="1024,4096")
     parser.add_argument("--dir", type=Path, help="where to put files and the registry (default: a temp dir)")
+    parser.add_argument("--runs", type=int, default=5, help="paired rounds (the median is printed)")
     args = parser.parse_args()
     work = args.dir or Path(tempfile.mkdtemp(prefix=prefix))
     work.mkdir(parents=True, exist_ok=True)
     print(f"machine: {machine()}")
     reg = LocalRegistry(work / "registry")
     try:
-        yield work, reg, [int(s) for s in args.sizes_mib.split(",")]
+        yield work, reg, [int(s) for s in args.sizes_mib.split(",")], args.runs
     finally:
         reg.stop()
         if args.dir is None:
@@ -111,43 +123,36 @@ def model_file(work: Path, size_mib: int) -> tuple[Path, int, str]:
         return weights, size, hashlib.file_digest(f, "sha256").hexdigest()
 
 
-def print_rows(rows: list[tuple[str, float, float]], size: int) -> None:
-    """Wall time, throughput, peak RSS and the ratio to the first row (curl)."""
-    base = rows[0][1]
-    for label, wall, rss in rows:
-        print(f"  {label:<30} {wall:7.2f} s  {size / wall / 2**20:7.1f} MiB/s  peak RSS {rss:6.0f} MB"
-              f"  {wall / base:5.2f}x curl")  # fmt: skip
+def bench_size(modelseal: str, work: Path, reg: LocalRegistry, size_mib: int, runs: int) -> None:
+    weights, size, hexdigest = model_file(work, size_mib)
+    digest = f"sha256:{hexdigest}"
+    ours = f"{reg.host}/bench/modelseal:v1"
+    layout = work / f"layout-{size_mib}"
+    # skopeo's source: the image modelseal publishes, as an OCI layout (made once, untimed)
+    shutil.rmtree(layout, ignore_errors=True)
+    publish = [modelseal, "publish", "--plain-http", "--image", ours, str(weights)]
+    subprocess.run(publish, check=True, stdout=subprocess.DEVNULL)
+    src = ["skopeo", "copy", "-q", "--preserve-digests", "--src-tls-verify=false"]
+    subprocess.run([*src, f"docker://{ours}", f"oci:{layout}:v1"], check=True)
+    skopeo = ["skopeo", "copy", "-q", "--dest-tls-verify=false", f"oci:{layout}:v1",
+              f"docker://{reg.host}/bench/skopeo:v1"]  # fmt: skip
+    contenders: list[Contender] = [
+        ("curl -T (upload only)", lambda: curl_upload(reg, weights, digest)),
+        ("modelseal publish", lambda: publish),
+        ("oras-py push (chunked)", lambda: python_command(ORAS_PUSH, reg.host, str(weights))),
+        ("skopeo copy from OCI layout", lambda: skopeo),
+    ]
+    print(f"\none file, {gib(size)}, median of {runs} paired runs (min-max), ratio to curl:")
+    # the registry's storage is emptied before every run, so nothing is deduplicated
+    print_summaries(paired(contenders, runs, before=reg.wipe), size)
+    shutil.rmtree(layout, ignore_errors=True)
 
 
 def main() -> None:
     modelseal = str(Path(sys.executable).parent / "modelseal")
-    with registry_bench(__doc__ or "", "modelseal-bench-publish-") as (work, reg, sizes):
+    with registry_bench(__doc__ or "", "modelseal-bench-publish-") as (work, reg, sizes, runs):
         for size_mib in sizes:
-            weights, size, hexdigest = model_file(work, size_mib)
-            digest = f"sha256:{hexdigest}"
-            print(f"\none file, {gib(size)}:")
-            ours = f"{reg.host}/bench/modelseal:v1"
-            layout = work / f"layout-{size_mib}"
-            contenders = [
-                ("curl -T (upload only)", []),
-                ("modelseal publish", [modelseal, "publish", "--plain-http", "--image", ours, str(weights)]),
-                ("oras-py push (chunked)", python_command(ORAS_PUSH, reg.host, str(weights))),
-                ("skopeo copy from OCI layout", ["skopeo", "copy", "-q", "--dest-tls-verify=false",
-                                                 f"oci:{layout}:v1", f"docker://{reg.host}/bench/skopeo:v1"]),
-            ]  # fmt: skip
-            rows: list[tuple[str, float, float]] = []
-            for label, argv in contenders:
-                reg.wipe()
-                if label.startswith("curl"):  # its upload session must outlive the wipe
-                    argv = curl_upload(reg, weights, digest)
-                wall, rss = timed_command(argv)
-                rows.append((label, wall, rss))
-                if label.startswith("modelseal"):  # skopeo's source: this image, as an OCI layout
-                    shutil.rmtree(layout, ignore_errors=True)
-                    src = ["skopeo", "copy", "-q", "--preserve-digests", "--src-tls-verify=false"]
-                    subprocess.run([*src, f"docker://{ours}", f"oci:{layout}:v1"], check=True)
-            shutil.rmtree(layout, ignore_errors=True)
-            print_rows(rows, size)
+            bench_size(modelseal, work, reg, size_mib, runs)
 
 
 if __name__ == "__main__":

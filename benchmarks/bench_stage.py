@@ -3,13 +3,17 @@
 
 The file is served by a local docker-registry as a blob (a Go server with
 sendfile and Range support, so the server is not the bottleneck). For each
-size (default 1 GiB and 4 GiB), in turn: ``curl -o`` (the ceiling: no
-hashing), ``curl -o`` then ``sha256sum`` (what a download script checks
-with), and ``modelseal stage --sha256`` (hashing while it downloads, to a
-partial file renamed into place). Each runs as its own process into an empty
-folder; wall time and peak RSS are printed with the ratio to curl.
+size (default 1 GiB and 4 GiB), round by round (``--runs``): ``curl -o``
+(the ceiling without a flush), ``curl -o`` then ``sync FILE`` (an fsync: the
+ceiling with one), ``curl -o`` then ``sha256sum -c`` (what a download script
+checks with), ``modelseal stage --sha256`` (hashing while it downloads, then
+an fsync, as the CLI does by default) and ``modelseal stage --sha256
+--no-fsync`` (what the prefetch Job runs: its emptyDir dies with the node).
+Each runs as its own process into an empty folder; the median wall, user and
+system time, the spread and peak RSS are printed, each modelseal row with the
+ratio to its matching curl ceiling.
 
-    python -m benchmarks.bench_stage [--sizes-mib 1024,4096] [--dir /tmp/x]
+    python -m benchmarks.bench_stage [--sizes-mib 1024,4096] [--runs 5] [--dir /tmp/x]
 """
 
 from __future__ import annotations
@@ -20,8 +24,8 @@ from pathlib import Path
 
 import httpx
 
-from benchmarks.bench_publish import LocalRegistry, model_file, print_rows, registry_bench
-from benchmarks.common import gib, timed_command
+from benchmarks.bench_publish import LocalRegistry, model_file, registry_bench
+from benchmarks.common import Contender, gib, paired, print_summaries
 
 
 def serve_blob(reg: LocalRegistry, path: Path, digest: str) -> str:
@@ -35,35 +39,47 @@ def serve_blob(reg: LocalRegistry, path: Path, digest: str) -> str:
     return f"http://{reg.host}/v2/bench/files/blobs/{digest}"
 
 
+def bench_size(modelseal: str, work: Path, reg: LocalRegistry, size_mib: int, runs: int) -> None:
+    weights, size, hexdigest = model_file(work, size_mib)
+    url = serve_blob(reg, weights, f"sha256:{hexdigest}")
+    weights.unlink()  # only the registry's copy stays, so the page cache holds what is served
+    out = work / "out"
+    target = out / "model.gguf"
+    curl = f"curl -sS -f -o {target} {url}"
+    check = f"{curl} && echo '{hexdigest}  {target}' | sha256sum -c --quiet"
+    stage = [modelseal, "stage", "--to", str(out), "--source", url, "--sha256", hexdigest]
+    contenders: list[Contender] = [
+        ("curl -o (no check, no fsync)", lambda: ["sh", "-c", curl]),
+        ("curl -o, then sync FILE", lambda: ["sh", "-c", f"{curl} && sync {target}"]),
+        ("curl -o, then sha256sum -c", lambda: ["sh", "-c", check]),
+        ("modelseal stage --sha256", lambda: stage),
+        ("modelseal stage --no-fsync", lambda: [*stage, "--no-fsync"]),
+    ]  # fmt: skip
+
+    def empty() -> None:
+        shutil.rmtree(out, ignore_errors=True)
+        out.mkdir()
+
+    print(f"\none file, {gib(size)}, from a local registry's blob endpoint, median of {runs} paired runs:")
+    rows = paired(contenders, runs, before=empty)
+    print_summaries(rows, size)
+    staged = next((p for p in out.iterdir() if p.is_file()), None)
+    if staged is None or staged.stat().st_size != size:
+        raise SystemExit("the last contender did not download the file whole")
+    curl_o, curl_sync, _, ours, ours_no_fsync = (r.wall for r in rows)
+    print(
+        f"  stage / (curl -o + sync) {ours / curl_sync:.2f}x;"
+        f" stage --no-fsync / curl -o {ours_no_fsync / curl_o:.2f}x"
+    )
+    shutil.rmtree(out, ignore_errors=True)
+    reg.wipe()
+
+
 def main() -> None:
     modelseal = str(Path(sys.executable).parent / "modelseal")
-    with registry_bench(__doc__ or "", "modelseal-bench-stage-") as (work, reg, sizes):
+    with registry_bench(__doc__ or "", "modelseal-bench-stage-") as (work, reg, sizes, runs):
         for size_mib in sizes:
-            weights, size, hexdigest = model_file(work, size_mib)
-            url = serve_blob(reg, weights, f"sha256:{hexdigest}")
-            weights.unlink()  # only the registry's copy stays, so the page cache holds what is served
-            out = work / "out"
-            target = out / "model.gguf"
-            check = f"curl -sS -f -o {target} {url} && echo '{hexdigest}  {target}' | sha256sum -c --quiet"
-            contenders = [
-                ("curl -o (no check)", ["curl", "-sS", "-f", "-o", str(target), url]),
-                ("curl -o, then sha256sum -c", ["sh", "-c", check]),
-                ("modelseal stage --sha256", [modelseal, "stage", "--to", str(out), "--source", url,
-                                              "--sha256", hexdigest]),
-            ]  # fmt: skip
-            print(f"\none file, {gib(size)}, from a local registry's blob endpoint:")
-            rows: list[tuple[str, float, float]] = []
-            for label, argv in contenders:
-                shutil.rmtree(out, ignore_errors=True)
-                out.mkdir()
-                wall, rss = timed_command(argv)
-                staged = next((p for p in out.iterdir() if p.is_file()), None)
-                if staged is None or staged.stat().st_size != size:
-                    raise SystemExit(f"{label}: the file was not downloaded whole")
-                rows.append((label, wall, rss))
-            print_rows(rows, size)
-            shutil.rmtree(out, ignore_errors=True)
-            reg.wipe()
+            bench_size(modelseal, work, reg, size_mib, runs)
 
 
 if __name__ == "__main__":

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import os
 import platform
+import statistics
 import subprocess
 import sys
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -25,30 +26,94 @@ def machine() -> str:
     return f"{cpu}, {os.cpu_count()} cores, {mem:.0f} GiB RAM, Python {platform.python_version()}"
 
 
-def best_of(runs: int, fn: Callable[[], object]) -> float:
-    """The fastest of ``runs`` wall-clock timings, in seconds."""
-    best = float("inf")
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
-_MEASURE = (
+_MEASURE_RUSAGE = (
     "import resource, subprocess, sys, time\n"
     "start = time.perf_counter()\n"
     "subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, check=True)\n"
     "wall = time.perf_counter() - start\n"
-    "print(wall, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+    "r = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+    "print(wall, r.ru_utime, r.ru_stime, r.ru_maxrss)"
 )
 
 
-def timed_command(argv: list[str]) -> tuple[float, float]:
-    """Run a command under a fresh measuring parent: wall seconds and the command's peak RSS in MB."""
-    out = subprocess.run([sys.executable, "-c", _MEASURE, *argv], capture_output=True, text=True, check=True)
-    wall, kib = out.stdout.split()
-    return float(wall), int(kib) / 1024
+@dataclass(frozen=True)
+class Run:
+    """One run of a command in a fresh process: wall, user and system seconds, peak RSS in MB."""
+
+    wall: float
+    user: float
+    sys: float
+    rss: float
+
+
+def measure(argv: list[str]) -> Run:
+    """Run a command under a fresh measuring parent (getrusage of its children)."""
+    out = subprocess.run(
+        [sys.executable, "-c", _MEASURE_RUSAGE, *argv], capture_output=True, text=True, check=True
+    )
+    wall, user, system, kib = out.stdout.split()
+    return Run(float(wall), float(user), float(system), int(kib) / 1024)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """The median of paired runs of one contender, and the spread of its wall time."""
+
+    label: str
+    runs: tuple[Run, ...]
+
+    @property
+    def wall(self) -> float:
+        return statistics.median(r.wall for r in self.runs)
+
+    @property
+    def user(self) -> float:
+        return statistics.median(r.user for r in self.runs)
+
+    @property
+    def sys(self) -> float:
+        return statistics.median(r.sys for r in self.runs)
+
+    @property
+    def rss(self) -> float:
+        return max(r.rss for r in self.runs)
+
+    @property
+    def spread(self) -> tuple[float, float]:
+        return min(r.wall for r in self.runs), max(r.wall for r in self.runs)
+
+
+Contender = tuple[str, Callable[[], list[str]]]
+
+
+def paired(
+    contenders: Sequence[Contender], runs: int, before: Callable[[], None] | None = None
+) -> list[Summary]:
+    """Run every contender once per round, ``runs`` rounds, each in a fresh process.
+
+    Each contender is a label and a function building its command line (called
+    just before the run, after ``before``, which resets shared state). Pairing
+    the runs round by round lets a burst of load from elsewhere hit every
+    contender alike, and the median discards it.
+    """
+    results: dict[str, list[Run]] = {label: [] for label, _ in contenders}
+    for _ in range(runs):
+        for label, argv in contenders:
+            if before is not None:
+                before()
+            results[label].append(measure(argv()))
+    return [Summary(label, tuple(results[label])) for label, _ in contenders]
+
+
+def print_summaries(summaries: Sequence[Summary], size: int) -> None:
+    """Median wall (min-max), user and system time, throughput, peak RSS, ratio to the first row."""
+    base = summaries[0].wall
+    for s in summaries:
+        lo, hi = s.spread
+        print(
+            f"  {s.label:<32} {s.wall:6.2f} s ({lo:.2f}-{hi:.2f})  user {s.user:5.2f}  sys {s.sys:5.2f}"
+            f"  {size / s.wall / 2**20:7.1f} MiB/s  peak RSS {s.rss:5.0f} MB  {s.wall / base:5.2f}x"
+        )
 
 
 def warm(path: Path) -> None:

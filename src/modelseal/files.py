@@ -14,14 +14,18 @@ from __future__ import annotations
 
 import contextlib
 import io
+import mmap
 import os
 import stat
-import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from modelseal.errors import InputError, OperationalError
 
-__all__ = ["open_regular", "read_limited", "write_atomic"]
+__all__ = ["BLOCK", "open_regular", "read_blocks", "read_limited", "write_atomic"]
+
+#: The block large files are read in.
+BLOCK = 1024 * 1024
 
 
 def write_atomic(
@@ -35,6 +39,8 @@ def write_atomic(
         OperationalError: the directory is not writable, the disk is full, or
             (``exclusive``) the file exists.
     """
+    import tempfile  # only writers need it (with shutil and random): not every command's start-up
+
     dest = Path(path)
     directory = dest.parent if str(dest.parent) else Path(".")
     try:
@@ -126,3 +132,24 @@ def read_limited(path: str | os.PathLike[str], limit: int, *, what: str = "file"
     if len(data) > limit:
         raise InputError(f"{what} {os.fspath(path)} is larger than the {limit} byte limit")
     return data
+
+
+def read_blocks(f: io.BufferedIOBase, block: int = BLOCK) -> Iterator[memoryview]:
+    """A file's bytes, block by block, read into one page-aligned buffer.
+
+    Each view is valid until the next is taken: hash or write it, do not keep
+    it. Memory stays at one block whatever the file's size. The buffer is an
+    anonymous mapping rather than a ``bytearray``: page-aligned, outside the
+    heap, so the kernel copies into whole pages (``readinto`` into a heap
+    buffer cost up to 0.7 s more system time per 2 GiB on some kernels).
+
+    Raises:
+        OSError: the read failed (callers say which file).
+    """
+    with mmap.mmap(-1, block) as buf, memoryview(buf) as view:
+        while n := f.readinto(view):
+            piece = view[:n]
+            try:
+                yield piece
+            finally:
+                piece.release()  # so the buffer can be unmapped, and a kept view fails loudly

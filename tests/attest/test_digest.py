@@ -1,6 +1,7 @@
 import hashlib
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -117,3 +118,41 @@ def test_missing_and_unreadable(tmp_path: Path) -> None:
         list_model_files(tmp_path / "missing")
     with pytest.raises(InputError, match=r"read .*: not a regular file \(a directory\)"):
         sha256_file(tmp_path)
+
+
+def test_sha256_file_reads_into_a_page_aligned_buffer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """readinto into a heap bytearray cost up to 0.7 s more system time per 2 GiB than the
+    plain read() loop on some kernels; a page-aligned anonymous mapping did not."""
+    import ctypes
+    import mmap
+
+    from modelseal.attest import digest
+
+    data = os.urandom(2 * 1024 * 1024 + 5)
+    path = tmp_path / "big.bin"
+    path.write_bytes(data)
+    seen: list[int] = []
+    from modelseal.files import open_regular as real_open
+
+    class Recording:
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
+
+        def readinto(self, buffer: Any) -> int:
+            view = memoryview(buffer)
+            seen.append(ctypes.addressof((ctypes.c_char * len(view)).from_buffer(view)))
+            view.release()
+            n: int = self.inner.readinto(buffer)
+            return n
+
+        def __enter__(self) -> "Recording":
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self.inner.close()
+
+    monkeypatch.setattr(digest, "open_regular", lambda p: Recording(real_open(p)))
+    assert sha256_file(path) == hashlib.sha256(data).hexdigest()
+    assert seen and all(address % mmap.PAGESIZE == 0 for address in seen)

@@ -1,6 +1,7 @@
 import base64
 import contextlib
 import json
+import re
 
 import pytest
 from hypothesis import given
@@ -49,6 +50,37 @@ def test_base64_alphabets_and_padding_all_decode(data: bytes) -> None:
 )
 def test_base64_refuses(text: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
+        b64decode(text)
+
+
+def _reference_b64decode(text: str) -> bytes:
+    """The decoder as it was before its C fast path: both alphabets checked by pattern first."""
+    body = text.rstrip("=")
+    padding = len(text) - len(body)
+    if padding > 2 or (padding and len(text) % 4) or len(body) % 4 == 1:
+        raise ValueError("refused")
+    for pattern, alt in ((r"[A-Za-z0-9+/]*", b"+/"), (r"[A-Za-z0-9_-]*", b"-_")):
+        if re.fullmatch(pattern, body):
+            return base64.b64decode(body + "=" * (-len(body) % 4), altchars=alt, validate=True)
+    raise ValueError("refused")
+
+
+@given(st.text(alphabet="AZaz09+/-_=\n \u0663\u00e9", max_size=24))
+def test_base64_fast_path_decides_as_the_pattern_checks_did(text: str) -> None:
+    try:
+        want: bytes | None = _reference_b64decode(text)
+    except ValueError:
+        want = None
+    try:
+        got: bytes | None = b64decode(text)
+    except ValueError:
+        got = None
+    assert got == want
+
+
+@pytest.mark.parametrize("text", ["ab=c", "ab\ncd", "ab\u0663d", "abc=d==="])
+def test_base64_refuses_what_the_c_decoder_also_refuses(text: str) -> None:
+    with pytest.raises(ValueError):
         b64decode(text)
 
 

@@ -83,7 +83,7 @@ def test_commands_are_the_cli_the_end_to_end_test_runs() -> None:
     c = containers(build_job(MODEL, IMAGE))
     assert c["downloader"]["args"] == [
         "stage", "--to=/staging", "--source=hf://Qwen/Qwen3-8B-GGUF", f"--file-sha256=Qwen3-8B-Q4_K_M.gguf={'a' * 64}",
-        "--download-concurrency=2", "--download-max-in-flight=90Gi", "--", "Qwen3-8B-Q4_K_M.gguf",
+        "--download-concurrency=2", "--download-max-in-flight=90Gi", "--no-fsync", "--", "Qwen3-8B-Q4_K_M.gguf",
         "tokenizer/tokenizer.json",
     ]  # fmt: skip
     assert c["publisher"]["args"] == [
@@ -224,6 +224,7 @@ def test_a_file_entry_cannot_pose_as_an_option() -> None:
         containers(build_job({**MODEL, "spec": spec}, IMAGE))["downloader"]["args"]
     )
     assert args.source == "hf://Qwen/Qwen3-8B-GGUF" and args.to == "/staging"
+    assert args.fsync is False  # the staging emptyDir does not outlive the node
     assert args.files == [
         "--source=/proc/self/environ",
         "--to=tmp",

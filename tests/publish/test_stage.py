@@ -235,3 +235,29 @@ def test_verbose_logs_never_show_a_signed_query(
         r = cli("-v", "stage", "--to", tmp_path, "--source", f"{server.url}/m?X-Amz-Signature=topsecret")
     assert r.code == 0, r.err
     assert "topsecret" not in caplog.text and "topsecret" not in r.err and "topsecret" not in r.out
+
+
+@pytest.mark.parametrize(("flags", "flushed"), [((), True), (("--no-fsync",), False)])
+def test_each_staged_file_is_flushed_unless_no_fsync(
+    cli: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flags: tuple[str, ...], flushed: bool
+) -> None:
+    """The CLI flushes what it staged; the prefetch Job (an emptyDir dies with its node) passes --no-fsync."""
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    weights, config = os.urandom(200_000), b"{}"
+    local = tmp_path / "src"
+    local.mkdir()
+    (local / "config.json").write_bytes(config)
+    monkeypatch.setattr(os, "fsync", fsync)
+    with file_server(files={"/m.gguf": weights}) as server:
+        remote = cli("stage", "--to", tmp_path / "out", "--source", f"{server.url}/m.gguf", *flags)
+        copied = cli("stage", "--to", tmp_path / "out", "--source", str(local / "config.json"), *flags)
+    assert remote.code == 0 and copied.code == 0, remote.err + copied.err
+    assert (tmp_path / "out" / "m.gguf").read_bytes() == weights
+    partials = [p for p in synced if p.endswith(".partial")]
+    assert len(partials) == (2 if flushed else 0)

@@ -6,7 +6,8 @@ A directory's digest is socair's ``socair.modeldir/v1`` manifest digest::
 
 over the files socair's walk rules cover (see :mod:`modelseal.attest.walk`,
 which also says what they leave out). Files are read in
-1 MiB blocks into one buffer, so memory does not grow with model size, and
+1 MiB blocks into one buffer (:func:`modelseal.files.read_blocks`), so memory
+does not grow with model size, and
 hashed on several threads (hashlib releases the GIL while it hashes).
 """
 
@@ -22,7 +23,7 @@ from pathlib import Path
 
 from modelseal.attest.walk import Skipped, list_model_files, walk_model_dir
 from modelseal.errors import InputError
-from modelseal.files import open_regular
+from modelseal.files import open_regular, read_blocks
 
 __all__ = [
     "DirectoryDigest",
@@ -36,7 +37,6 @@ __all__ = [
 ]
 
 MODELDIR_HEADER = b"socair.modeldir/v1\n"
-BLOCK = 1024 * 1024
 
 #: Called with the number of bytes just hashed; may be called from several threads.
 Progress = Callable[[int], None]
@@ -74,14 +74,12 @@ def sha256_file(path: str | os.PathLike[str], *, progress: Progress | None = Non
         InputError: the file cannot be opened or read.
     """
     h = hashlib.sha256()
-    buf = bytearray(BLOCK)
-    view = memoryview(buf)
     with open_regular(path) as f:
         try:
-            while n := f.readinto(buf):
-                h.update(view[:n])
+            for block in read_blocks(f):
+                h.update(block)
                 if progress is not None:
-                    progress(n)
+                    progress(len(block))
         except OSError as e:
             raise InputError(f"read {os.fspath(path)}: {e.strerror or e}") from None
     return h.hexdigest()

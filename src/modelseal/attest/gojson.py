@@ -26,11 +26,13 @@ class JSONFormatError(ValueError):
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise JSONFormatError(f"duplicate key {go_quote(key)}")
-        out[key] = value
+    out = dict(pairs)  # built in C; a shorter dict means a key came twice
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise JSONFormatError(f"duplicate key {go_quote(key)}")
+            seen.add(key)
     return out
 
 

@@ -12,9 +12,7 @@ import re
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
 
-import yaml
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from modelseal.attest.keys import Keyring, PublicKey, load_key_files, load_public_key
@@ -149,28 +147,6 @@ class _PolicyFile(BaseModel):
         return self
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """A safe loader that refuses duplicate mapping keys instead of keeping the last."""
-
-
-def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode) -> dict[Any, Any]:
-    seen = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node)
-        if key in seen:
-            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
-        seen.add(key)
-    return loader.construct_mapping(node)
-
-
-_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-# Timestamps stay strings, so pydantic parses them and requires a time zone.
-_UniqueKeyLoader.yaml_implicit_resolvers = {
-    k: [(tag, rx) for tag, rx in v if tag != "tag:yaml.org,2002:timestamp"]
-    for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-
-
 def _entry_keys(entry: _KeyEntry, base: Path, where: str) -> list[PublicKey]:
     if entry.dir is not None:
         return load_key_files(base / entry.dir)
@@ -190,15 +166,11 @@ def parse_policy(text: str | bytes, *, base: Path, source: str = "policy") -> Tr
         PolicyFileError: invalid YAML, unknown or missing fields, wrong types,
             bad values; KeyFileError: a key it names cannot be loaded.
     """
+    from modelseal.attest.policy_yaml import load_policy_yaml  # PyYAML only when a policy is read
+
     if len(text) > MAX_POLICY_BYTES:
         raise PolicyFileError(f"{source}: larger than {MAX_POLICY_BYTES} bytes")
-    try:
-        raw = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        at = f" (line {mark.line + 1})" if mark is not None else ""
-        problem = getattr(e, "problem", None) or str(e).split("\n")[0]
-        raise PolicyFileError(f"{source}: not valid YAML{at}: {problem}") from None
+    raw = load_policy_yaml(text, source)
     if not isinstance(raw, dict):
         raise PolicyFileError(f"{source}: want a mapping with apiVersion, kind and keys")
     try:

@@ -94,6 +94,8 @@ def _field(obj: dict[str, Any], path: str, kind: type) -> Any:
         node = node.get(part)
         if node is None:
             return kind()
+    if type(node) is kind:  # the common case, decided before the bool-is-an-int subtlety
+        return node
     if not isinstance(node, kind) or (kind is not bool and isinstance(node, bool)):
         raise _verify_error(
             Reason.REPORT_INVALID,

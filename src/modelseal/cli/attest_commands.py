@@ -11,8 +11,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from modelseal.attest import gojson
-from modelseal.attest.digest import DirectoryDigest, digest_path, total_size
 from modelseal.cli.image_commands import attest_image, image_reference, is_image, verify_image_cmd
 from modelseal.cli.progress import ProgressBar
 from modelseal.cli.publish_commands import _registry_options
@@ -22,6 +20,7 @@ from modelseal.files import read_limited, write_atomic
 from modelseal.text import printable
 
 if TYPE_CHECKING:
+    from modelseal.attest.digest import DirectoryDigest
     from modelseal.attest.policy import TrustPolicy
 
 # Commands import what they use when they run, so that `modelseal digest`
@@ -139,6 +138,8 @@ def key_gen(args: argparse.Namespace) -> int:
 
 def _hash(path: str, jobs: int | None = None) -> tuple[str, DirectoryDigest | None]:
     """Hash a file or directory; for a directory, say on stderr what socair's rules left out."""
+    from modelseal.attest.digest import digest_path, total_size
+
     total = total_size(path) if ProgressBar.wanted() else 0  # sizing a directory walks it once more
     with ProgressBar(f"hashing {printable(Path(path).name)}", total) as bar:
         digest, directory = digest_path(path, workers=jobs, progress=bar.advance)
@@ -153,6 +154,7 @@ def _skipped_json(directory: DirectoryDigest | None) -> dict[str, Any]:
 
 def sign_cmd(args: argparse.Namespace) -> int:
     """``modelseal sign``."""
+    from modelseal.attest import gojson
     from modelseal.attest.envelope import MAX_ENVELOPE_BYTES
     from modelseal.attest.private_keys import load_signing_key
     from modelseal.attest.sign import sign_report
@@ -176,6 +178,7 @@ def sign_cmd(args: argparse.Namespace) -> int:
 
 def attest_cmd(args: argparse.Namespace) -> int:
     """``modelseal attest``."""
+    from modelseal.attest import gojson
     from modelseal.attest.envelope import MAX_ENVELOPE_BYTES
     from modelseal.attest.private_keys import load_signing_key
     from modelseal.attest.sign import make_statement, sign_payload

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import os
 from typing import Any
@@ -136,6 +135,8 @@ def run_cmd(args: argparse.Namespace) -> int:
     registry = build_registry(reconciler)
     kopf_settings = kopf.OperatorSettings()
     configure(kopf_settings)
+    import asyncio
+
     asyncio.run(
         kopf.operator(
             registry=registry,

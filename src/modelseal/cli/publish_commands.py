@@ -320,6 +320,11 @@ def register_stage(commands: Any) -> None:
     st.add_argument("--download-max-in-flight", metavar="SIZE", help="cap on bytes in flight, e.g. 90Gi")
     st.add_argument("--retries", type=int, default=5, metavar="N", help="retries per file (default 5)")
     st.add_argument("--json", action="store_true", help="print the staged files as JSON")
+    st.add_argument(
+        "--no-fsync", dest="fsync", action="store_false",
+        help="do not flush each file to disk before it is renamed into place (for a folder that"
+        " does not outlive its node, such as the prefetch Job's emptyDir)",
+    )  # fmt: skip
     st.set_defaults(handler=stage_cmd)
 
 
@@ -341,7 +346,7 @@ def stage_cmd(args: argparse.Namespace) -> int:
     token = os.environ.get("HF_TOKEN") or None
     with ProgressBar("staging", lines=True) as bar, Stager(
         Path(args.to), concurrency=args.download_concurrency, max_in_flight=cap, retries=args.retries,
-        hf_token=token, progress=bar.advance, on_retry=_say,
+        hf_token=token, progress=bar.advance, on_retry=_say, fsync=args.fsync,
     ) as stager:  # fmt: skip
         staged = stager.stage(plans)
     if args.json:

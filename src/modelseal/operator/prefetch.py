@@ -242,6 +242,7 @@ def build_job(
         stage_args.append(f"--download-concurrency={spec['downloadConcurrency']}")
     if spec.get("downloadMaxInFlightSize"):
         stage_args.append(f"--download-max-in-flight={spec['downloadMaxInFlightSize']}")
+    stage_args.append("--no-fsync")  # the staging emptyDir dies with the node: a flush buys nothing
     stage_args += ["--", *_entries(spec)]  # `modelseal stage` resolves them exactly as plan_prefetch did
     publish_args = ["publish", f"--image={destination}", f"--from={STAGING}", f"--primary={plans[0].dest}",
                     "--result-file=/dev/termination-log", f"--docker-config={DOCKER_CONFIG}"]  # fmt: skip

@@ -10,7 +10,10 @@ host and port): redirects are followed by hand, the token is dropped when one
 leaves that origin, and a redirect from HTTPS down to plain HTTP, or to
 anything but an http(s) URL, is refused. Messages show a URL without its user
 info or query. Files start in list order, ``concurrency`` at a time, and
-while the bytes in flight fit ``max_in_flight`` (or nothing else is in flight).
+while the bytes in flight fit ``max_in_flight`` (or nothing else is in
+flight). Each staged file is flushed to disk before its rename unless
+``fsync=False`` (for a folder that does not outlive its node, such as the
+prefetch Job's emptyDir).
 """
 
 from __future__ import annotations
@@ -29,7 +32,9 @@ from pathlib import Path
 
 import httpx
 
+from modelseal.attest.digest import sha256_file
 from modelseal.errors import InputError, OperationalError, VerificationError
+from modelseal.files import read_blocks
 from modelseal.publish.fetch import Fetcher
 from modelseal.publish.partial import Digest, PartialWriter
 from modelseal.publish.sources import HF_HOST, StagePlan, public_url
@@ -87,9 +92,11 @@ class Stager:
         transport: httpx.BaseTransport | None = None,
         progress: Callable[[int], None] | None = None,
         on_retry: Callable[[str], None] | None = None,
+        fsync: bool = True,
     ) -> None:
         self.target = target
         self.on_retry = on_retry  # told each retry in one line (the CLI prints it on stderr)
+        self.fsync = fsync
         self.concurrency = max(1, concurrency)
         self.max_in_flight = max_in_flight
         self.retries = retries
@@ -165,7 +172,7 @@ class Stager:
 
     def _admitted(self, plan: StagePlan) -> StagedFile:
         final = self.target / plan.dest
-        if plan.sha256 and final.is_file() and _sha256_of(final) == plan.sha256:
+        if plan.sha256 and final.is_file() and sha256_file(final) == plan.sha256:
             return StagedFile(plan.dest, final.stat().st_size, plan.sha256, skipped=True)
         key = hashlib.sha256(plan.dest.encode()).hexdigest()[:32]
         partial = self.target / ".cache" / "modelseal-stage" / f"{key}.partial"
@@ -198,15 +205,18 @@ class Stager:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             os.close(fd)
             raise InputError(f"{plan.dest}: local source {plan.origin} is not a regular file")
-        with os.fdopen(fd, "rb") as src, PartialWriter(partial, 0, hasher, plan.dest, self.progress) as out:
-            while block := src.read(BLOCK):
+        with (
+            os.fdopen(fd, "rb") as src,
+            PartialWriter(partial, 0, hasher, plan.dest, self.progress, fsync=self.fsync) as out,
+        ):
+            for block in read_blocks(src, BLOCK):
                 out.feed(block)
 
     def _download(self, plan: StagePlan, partial: Path, hasher: Digest) -> int:
         have = 0
         if partial.exists():  # left by an earlier run: keep it, and hash it again
             with partial.open("rb") as f:
-                while block := f.read(BLOCK):
+                for block in read_blocks(f, BLOCK):
                     hasher.update(block)
                     have += len(block)
         restarts, attempt = 0, 0
@@ -271,7 +281,7 @@ class Stager:
                 raise OperationalError(f"{plan.dest}: {public_url(plan.origin)} answered HTTP {status}")
             expected = response.headers.get("Content-Length", "")
             got = 0
-            with PartialWriter(partial, have, hasher, plan.dest, self.progress) as out:
+            with PartialWriter(partial, have, hasher, plan.dest, self.progress, fsync=self.fsync) as out:
                 try:
                     # as the network delivers them (~64 KiB) and as served (never inflated): no
                     # re-chunking copies, a cut loses nothing already received, and no few bytes
@@ -290,11 +300,3 @@ class Stager:
             return have + got, restarted
         finally:
             response.close()
-
-
-def _sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(BLOCK), b""):
-            h.update(block)
-    return h.hexdigest()
