@@ -15,12 +15,13 @@ from modelseal.attest import gojson
 from modelseal.attest.digest import DirectoryDigest, digest_path, total_size
 from modelseal.cli.progress import ProgressBar
 from modelseal.durations import parse_max_age
-from modelseal.errors import InputError, UsageError
+from modelseal.errors import InputError, KeyFileError, UsageError
 from modelseal.files import read_limited, write_atomic
 from modelseal.text import printable
 
 if TYPE_CHECKING:
     from modelseal.attest.policy import TrustPolicy
+    from modelseal.attest.verdict import Mode, Verdict
 
 # Commands import what they use when they run, so that `modelseal digest`
 # starts without loading pydantic and the crypto bindings.
@@ -48,10 +49,27 @@ def register(commands: Any) -> None:
     )
     gen.set_defaults(handler=key_gen)
 
-    sign = commands.add_parser("sign", help="sign a Socair report (as socair sign)")
-    sign.add_argument("--key", required=True, help="Ed25519 private key (PKCS#8 PEM, mode 0600)")
-    sign.add_argument("--report", required=True, help="the report JSON (socair scan output)")
-    sign.add_argument("--out", help="default: the report's name with .dsse.json")
+    sign = commands.add_parser(
+        "sign", help="sign a Socair report (as socair sign), or a model (--format oms)"
+    )
+    sign.add_argument("model", nargs="?", metavar="MODEL", help="--format oms: the model directory or file")
+    sign.add_argument(
+        "--key",
+        required=True,
+        help="private key: a PKCS#8 PEM file (mode 0600) or a signer URI (file:, envvar:, hsm:, ...)",
+    )
+    sign.add_argument("--report", help="the report JSON (socair scan output)")
+    sign.add_argument(
+        "--format",
+        choices=("socair", "oms"),
+        default="socair",
+        help="socair: a report envelope (default); oms: an OpenSSF Model Signing model.sig",
+    )
+    sign.add_argument("--shard-size", type=int, metavar="BYTES", help="--format oms: sign shards of BYTES")
+    sign.add_argument(
+        "--ignore-path", action="append", default=[], metavar="PATH", help="--format oms: leave PATH out"
+    )
+    sign.add_argument("--out", help="default: the report's name with .dsse.json; MODEL/model.sig for oms")
     sign.set_defaults(handler=sign_cmd)
 
     attest = commands.add_parser("attest", help="sign an in-toto Statement over files (for CI)")
@@ -83,6 +101,11 @@ def register(commands: Any) -> None:
         "--mode", choices=("enforce", "warn"), default="enforce", help="warn: report a refusal, exit 0"
     )
     verify.add_argument("--json", action="store_true", help="print the verdict as JSON")
+    verify.add_argument(
+        "--ignore-unsigned-files",
+        action="store_true",
+        help="OMS bundles: check only the files the signature names; new files are not an error",
+    )
     verify.set_defaults(handler=verify_cmd)
 
     digest = commands.add_parser("digest", help="SHA-256 of a file, socair's digest of a directory")
@@ -127,10 +150,16 @@ def _skipped_json(directory: DirectoryDigest | None) -> dict[str, Any]:
 def sign_cmd(args: argparse.Namespace) -> int:
     """``modelseal sign``."""
     from modelseal.attest.envelope import MAX_ENVELOPE_BYTES
-    from modelseal.attest.private_keys import load_signing_key
     from modelseal.attest.sign import sign_report
+    from modelseal.attest.signers import load_signer
 
-    key = load_signing_key(args.key, ed25519_only=True)
+    if args.format == "oms":
+        return _sign_oms(args)
+    if args.report is None or args.model is not None:
+        raise UsageError("sign a report with --report FILE, or a model with --format oms MODEL")
+    key = load_signer(args.key)
+    if key.public.algorithm != "ed25519":
+        raise KeyFileError(f"{args.key} is not an Ed25519 key")
     data = read_limited(args.report, MAX_ENVELOPE_BYTES, what="report")
     try:
         report = gojson.loads(data)
@@ -147,13 +176,43 @@ def sign_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sign_oms(args: argparse.Namespace) -> int:
+    """``modelseal sign --format oms``: write an OpenSSF Model Signing bundle."""
+    from modelseal.attest.oms import canonical_path
+    from modelseal.attest.oms_sign import sign_model
+    from modelseal.attest.signers import load_signer
+    from modelseal.errors import VerificationError
+
+    if args.model is None or args.report is not None:
+        raise UsageError("--format oms signs a model: modelseal sign --format oms --key KEY MODEL")
+    if args.shard_size is not None and args.shard_size < 1:
+        raise UsageError("--shard-size must be a positive number of bytes")
+    try:
+        ignore = tuple(canonical_path(p, where="--ignore-path") for p in args.ignore_path)
+    except VerificationError as e:
+        raise UsageError(e.message.removeprefix("attestation does not verify: ")) from None
+    model = Path(args.model)
+    out = args.out or str(model / "model.sig" if model.is_dir() else Path(f"{model}.sig"))
+    signer = load_signer(args.key)
+    bundle, digest, count = sign_model(
+        model, signer, signature=out, shard_size=args.shard_size, ignore_paths=ignore
+    )
+    write_atomic(out, bundle)
+    print(
+        f"signed model {printable(args.model)} ({count} file(s), digest {digest})"
+        f" with key {signer.public.short_id}"
+    )
+    print(f"  {printable(out)}")
+    return 0
+
+
 def attest_cmd(args: argparse.Namespace) -> int:
     """``modelseal attest``."""
     from modelseal.attest.envelope import MAX_ENVELOPE_BYTES
-    from modelseal.attest.private_keys import load_signing_key
     from modelseal.attest.sign import make_statement, sign_payload
+    from modelseal.attest.signers import load_signer
 
-    keys = [load_signing_key(k) for k in args.key]
+    keys = [load_signer(k) for k in args.key]
     predicate: Any = {}
     if args.predicate:
         try:
@@ -207,7 +266,6 @@ def verify_cmd(args: argparse.Namespace) -> int:
     from modelseal.attest.socair import parse_rfc3339
     from modelseal.attest.verdict import Mode, Reason, Verdict
     from modelseal.attest.verifier import ExpectedDigest, evaluate
-    from modelseal.cli import render
 
     if args.sha256 is not None and not _HEX64.fullmatch(args.sha256.strip()):
         raise UsageError(f"--sha256 {args.sha256!r} is not 64 hex digits")
@@ -219,9 +277,13 @@ def verify_cmd(args: argparse.Namespace) -> int:
         now = at
     policy = _policy(args)
     mode = Mode(args.mode)
+    directory: DirectoryDigest | None = None
+    expected = None
     try:
         envelope = read_limited(args.envelope, MAX_ENVELOPE_BYTES, what="attestation")
-        expected, directory = None, None
+        if _is_bundle(envelope):
+            verdict = _verify_bundle(args, envelope, policy, now)
+            return _report(args, verdict, mode, bound=bool(args.artifact or args.sha256))
         if args.sha256:
             expected = ExpectedDigest(args.sha256.strip().lower())
         elif args.artifact:
@@ -234,6 +296,58 @@ def verify_cmd(args: argparse.Namespace) -> int:
         )
     else:
         verdict = evaluate(envelope, policy, expected=expected, now=now)
+    return _report(args, verdict, mode, bound=expected is not None, directory=directory)
+
+
+def _is_bundle(data: bytes) -> bool:
+    from modelseal.attest.bundle_verifier import is_bundle
+
+    return is_bundle(data)
+
+
+def _verify_bundle(args: argparse.Namespace, data: bytes, policy: TrustPolicy, now: datetime) -> Verdict:
+    """A Sigstore bundle: OMS bound to ``--artifact`` by its own rules, or a generic statement."""
+    from modelseal.attest.bundle_verifier import ModelBinding, evaluate_bundle
+    from modelseal.attest.verifier import ExpectedDigest
+
+    model, expected = None, None
+    if args.artifact:
+        signature = None if args.envelope == "-" else args.envelope
+        model = ModelBinding(args.artifact, signature, args.ignore_unsigned_files)
+        if not is_oms(data):  # a generic statement binds the artifact's digest
+            digest, directory = _hash(args.artifact)
+            files = {f.path: f.sha256 for f in directory.files} if directory else None
+            expected = ExpectedDigest(digest, args.artifact, directory is not None, files)
+    elif args.sha256:
+        expected = ExpectedDigest(args.sha256.strip().lower())
+    return evaluate_bundle(data, policy, model=model, expected=expected, now=now)
+
+
+def is_oms(data: bytes) -> bool:
+    """Whether a bundle's payload names the OMS predicate (a cheap look before hashing)."""
+    from modelseal.attest.bundle import parse_bundle
+    from modelseal.attest.oms import LEGACY_PREDICATE_TYPE, PREDICATE_TYPE
+    from modelseal.errors import Error
+
+    try:
+        payload = parse_bundle(data).envelope.payload()
+        kind = gojson.loads(payload).get("predicateType")
+    except (Error, gojson.JSONFormatError, AttributeError):
+        return True  # refused by the evaluation, which says why
+    return kind in (PREDICATE_TYPE, LEGACY_PREDICATE_TYPE)
+
+
+def _report(
+    args: argparse.Namespace,
+    verdict: Verdict,
+    mode: Mode,
+    *,
+    bound: bool,
+    directory: DirectoryDigest | None = None,
+) -> int:
+    """Print a verdict as ``verify`` does; return the exit code."""
+    from modelseal.cli import render
+
     if args.json:
         doc = {"mode": mode.value, **verdict.model_dump(mode="json"), **_skipped_json(directory)}
         print(json.dumps(doc, indent=2))
@@ -245,7 +359,7 @@ def verify_cmd(args: argparse.Namespace) -> int:
         print(f"warning: {printable(verdict.message)} (warn mode: not blocking)", file=sys.stderr)
         return 0
     if not args.json:
-        print(render.admitted(verdict, bound=expected is not None))
+        print(render.admitted(verdict, bound=bound))
     return 0
 
 
