@@ -152,7 +152,7 @@ def evaluate_bundle(
     try:
         bundle = parse_bundle(data)
         details.update(bundle=bundle.version, method=bundle.method)
-        if bundle.method == "certificate" or authority is not None:
+        if bundle.method == "certificate":
             if authority is None:
                 raise _refuse(
                     Reason.NO_TRUSTED_KEYS,

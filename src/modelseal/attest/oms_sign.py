@@ -68,14 +68,19 @@ def oms_statement(
     return json.dumps(statement, indent=2, ensure_ascii=False).encode("utf-8"), root.hexdigest()
 
 
-def make_bundle(payload: bytes, signer: OmsSigner) -> bytes:
-    """A Sigstore bundle v0.3 over ``payload`` with model_signing's key hint."""
+def make_bundle(payload: bytes, signer: OmsSigner, certificates: tuple[bytes, ...] = ()) -> bytes:
+    """A Sigstore bundle v0.3 over ``payload``: model_signing's key hint, or (the
+    certificate method) the DER ``certificates``, the signing certificate first."""
     from modelseal.attest.bundle_verifier import pem_hint
 
     signature = signer.sign(pae(INTOTO_PAYLOAD_TYPE, payload))
+    material: dict[str, Any] = {"publicKey": {"hint": pem_hint(signer.public)}}
+    if certificates:
+        chain = [{"rawBytes": b64encode(der)} for der in certificates]
+        material = {"x509CertificateChain": {"certificates": chain}}
     bundle = {
         "mediaType": BUNDLE_V03,
-        "verificationMaterial": {"publicKey": {"hint": pem_hint(signer.public)}, "tlogEntries": []},
+        "verificationMaterial": {**material, "tlogEntries": []},
         "dsseEnvelope": {
             "payload": b64encode(payload),
             "payloadType": INTOTO_PAYLOAD_TYPE,
@@ -92,6 +97,7 @@ def sign_model(
     signature: str | os.PathLike[str],
     shard_size: int | None = None,
     ignore_paths: tuple[str, ...] = (),
+    certificates: tuple[bytes, ...] = (),
 ) -> tuple[bytes, str, int]:
     """Hash and sign a model directory or file; return the bundle, the root digest and the file count.
 
@@ -131,4 +137,4 @@ def sign_model(
             starts = range(0, size, shard_size)
             tasks.extend(((path, s, min(s + shard_size, size)), source) for s in starts)
     payload, digest = oms_statement(name, serialization, hash_model(tasks, "sha256"))
-    return make_bundle(payload, signer), digest, len({key[0] for key, _ in tasks})
+    return make_bundle(payload, signer, certificates), digest, len({key[0] for key, _ in tasks})

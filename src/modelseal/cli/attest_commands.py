@@ -20,6 +20,8 @@ from modelseal.files import read_limited, write_atomic
 from modelseal.text import printable
 
 if TYPE_CHECKING:
+    from modelseal.attest.bundle_verifier import CertificateAuthority
+    from modelseal.attest.keys import PublicKey
     from modelseal.attest.policy import TrustPolicy
     from modelseal.attest.verdict import Mode, Verdict
 
@@ -69,6 +71,18 @@ def register(commands: Any) -> None:
     sign.add_argument(
         "--ignore-path", action="append", default=[], metavar="PATH", help="--format oms: leave PATH out"
     )
+    sign.add_argument(
+        "--signing-certificate",
+        metavar="PEM",
+        help="--format oms: sign with the certificate method (the key's certificate)",
+    )
+    sign.add_argument(
+        "--certificate-chain",
+        action="append",
+        default=[],
+        metavar="PEM",
+        help="--format oms: certificates up to the root",
+    )
     sign.add_argument("--out", help="default: the report's name with .dsse.json; MODEL/model.sig for oms")
     sign.set_defaults(handler=sign_cmd)
 
@@ -101,6 +115,24 @@ def register(commands: Any) -> None:
         "--mode", choices=("enforce", "warn"), default="enforce", help="warn: report a refusal, exit 0"
     )
     verify.add_argument("--json", action="store_true", help="print the verdict as JSON")
+    verify.add_argument(
+        "--certificate-chain",
+        action="append",
+        metavar="PEM",
+        help="certificate method: trusted root (and intermediate) certificates; repeat or give one file",
+    )
+    for flag, metavar, text in (
+        ("identity", "ID", "keyless: the signer's identity (the certificate's SAN)"),
+        ("identity-regexp", "RE", "keyless: the signer's identity, as a full-match regular expression"),
+        ("oidc-issuer", "URL", "keyless: the OIDC issuer that vouched for the identity"),
+        ("oidc-issuer-regexp", "RE", "keyless: the OIDC issuer, as a full-match regular expression"),
+    ):
+        verify.add_argument(f"--certificate-{flag}", f"--cert-{flag}", metavar=metavar, help=text)
+    verify.add_argument(
+        "--trusted-root",
+        metavar="FILE",
+        help="keyless: a Sigstore trusted root (default: the public-good one)",
+    )
     verify.add_argument(
         "--ignore-unsigned-files",
         action="store_true",
@@ -194,8 +226,16 @@ def _sign_oms(args: argparse.Namespace) -> int:
     model = Path(args.model)
     out = args.out or str(model / "model.sig" if model.is_dir() else Path(f"{model}.sig"))
     signer = load_signer(args.key)
+    certificates = _signing_chain(args, signer.public) if args.signing_certificate else ()
+    if args.certificate_chain and not args.signing_certificate:
+        raise UsageError("--certificate-chain needs --signing-certificate")
     bundle, digest, count = sign_model(
-        model, signer, signature=out, shard_size=args.shard_size, ignore_paths=ignore
+        model,
+        signer,
+        signature=out,
+        shard_size=args.shard_size,
+        ignore_paths=ignore,
+        certificates=certificates,
     )
     write_atomic(out, bundle)
     print(
@@ -204,6 +244,22 @@ def _sign_oms(args: argparse.Namespace) -> int:
     )
     print(f"  {printable(out)}")
     return 0
+
+
+def _signing_chain(args: argparse.Namespace, public: PublicKey) -> tuple[bytes, ...]:
+    """The certificate method's chain as DER, the signing certificate first; it must hold the key."""
+    from cryptography.hazmat.primitives import serialization
+
+    from modelseal.attest.certificates import load_certificates
+
+    leaf = load_certificates([args.signing_certificate])[0]
+    spki = serialization.PublicFormat.SubjectPublicKeyInfo
+    if leaf.public_key().public_bytes(serialization.Encoding.DER, spki) != public.key.public_bytes(
+        serialization.Encoding.DER, spki
+    ):
+        raise KeyFileError(f"{args.signing_certificate} is not the certificate of the signing key")
+    chain = load_certificates(args.certificate_chain) if args.certificate_chain else []
+    return tuple(c.public_bytes(serialization.Encoding.DER) for c in [leaf, *chain])
 
 
 def attest_cmd(args: argparse.Namespace) -> int:
@@ -246,6 +302,8 @@ def _policy(args: argparse.Namespace) -> TrustPolicy:
         policy = TrustPolicy(Keyring.from_path(args.trusted))
     elif args.store:
         policy = TrustPolicy(Keyring.from_path(Path(args.store) / "trusted-keys"))
+    elif _authority_wanted(args):
+        policy = TrustPolicy(Keyring())
     else:
         raise UsageError("give --trusted, --store or --policy", usage=VERIFY_USAGE)
     max_age = None
@@ -258,6 +316,45 @@ def _policy(args: argparse.Namespace) -> TrustPolicy:
     return policy.with_overrides(
         allow_conditions=args.allow_conditions, max_age=max_age, strict=args.strict, predicate_types=types
     )
+
+
+def _authority_wanted(args: argparse.Namespace) -> bool:
+    keyless = (
+        args.certificate_identity,
+        args.certificate_identity_regexp,
+        args.certificate_oidc_issuer,
+        args.certificate_oidc_issuer_regexp,
+        args.trusted_root,
+    )
+    return bool(args.certificate_chain) or any(v is not None for v in keyless)
+
+
+def _authority(args: argparse.Namespace) -> CertificateAuthority | None:
+    """The certificate authority the flags name: a chain of roots, or a keyless identity."""
+    import re
+
+    from modelseal.attest.certificates import ChainAuthority, KeylessAuthority, load_certificates
+
+    if not _authority_wanted(args):
+        return None
+    if args.certificate_chain:
+        if _authority_wanted(argparse.Namespace(**{**vars(args), "certificate_chain": None})):
+            raise UsageError(
+                "--certificate-chain and the keyless flags (--certificate-identity ...) exclude each other"
+            )
+        return ChainAuthority(load_certificates(args.certificate_chain))
+    identity = (args.certificate_identity, args.certificate_identity_regexp)
+    issuer = (args.certificate_oidc_issuer, args.certificate_oidc_issuer_regexp)
+    for flag, pair in (("--certificate-identity", identity), ("--certificate-oidc-issuer", issuer)):
+        if sum(v is not None for v in pair) != 1:
+            raise UsageError(f"keyless verification needs exactly one of {flag} and {flag}-regexp")
+    try:
+        return KeylessAuthority(
+            identity=identity[0], identity_regexp=identity[1], issuer=issuer[0], issuer_regexp=issuer[1],
+            trusted_root=args.trusted_root,
+        )  # fmt: skip
+    except re.error as e:
+        raise UsageError(f"bad regular expression: {e}") from None
 
 
 def verify_cmd(args: argparse.Namespace) -> int:
@@ -276,13 +373,14 @@ def verify_cmd(args: argparse.Namespace) -> int:
             raise UsageError(f"--at {args.at!r} is not an RFC 3339 time")
         now = at
     policy = _policy(args)
+    authority = _authority(args)
     mode = Mode(args.mode)
     directory: DirectoryDigest | None = None
     expected = None
     try:
         envelope = read_limited(args.envelope, MAX_ENVELOPE_BYTES, what="attestation")
         if _is_bundle(envelope):
-            verdict = _verify_bundle(args, envelope, policy, now)
+            verdict = _verify_bundle(args, envelope, policy, now, authority)
             return _report(args, verdict, mode, bound=bool(args.artifact or args.sha256))
         if args.sha256:
             expected = ExpectedDigest(args.sha256.strip().lower())
@@ -305,7 +403,13 @@ def _is_bundle(data: bytes) -> bool:
     return is_bundle(data)
 
 
-def _verify_bundle(args: argparse.Namespace, data: bytes, policy: TrustPolicy, now: datetime) -> Verdict:
+def _verify_bundle(
+    args: argparse.Namespace,
+    data: bytes,
+    policy: TrustPolicy,
+    now: datetime,
+    authority: CertificateAuthority | None = None,
+) -> Verdict:
     """A Sigstore bundle: OMS bound to ``--artifact`` by its own rules, or a generic statement."""
     from modelseal.attest.bundle_verifier import ModelBinding, evaluate_bundle
     from modelseal.attest.verifier import ExpectedDigest
@@ -320,7 +424,7 @@ def _verify_bundle(args: argparse.Namespace, data: bytes, policy: TrustPolicy, n
             expected = ExpectedDigest(digest, args.artifact, directory is not None, files)
     elif args.sha256:
         expected = ExpectedDigest(args.sha256.strip().lower())
-    return evaluate_bundle(data, policy, model=model, expected=expected, now=now)
+    return evaluate_bundle(data, policy, model=model, expected=expected, now=now, authority=authority)
 
 
 def is_oms(data: bytes) -> bool:
