@@ -271,7 +271,8 @@ class KeylessAuthority:
         leaf = _parse_der(bundle.certificates[0], "the signing certificate")
         names, oidc = _identities(leaf), _oidc_issuer(leaf)
         if not any(self.identity(n) for n in names):
-            raise _refuse(f"certificate identity {names or ['(none)']} does not match the one required")
+            shown = ", ".join(names) or "(none)"
+            raise _refuse(f"certificate identity {shown} does not match the one required")
         if oidc is None or not self.issuer(oidc):
             raise _refuse(f"certificate OIDC issuer {oidc!r} does not match the one required")
         verifier = Verifier(trusted_root=self._root())

@@ -42,6 +42,13 @@ def admitted(verdict: Verdict, *, bound: bool) -> str:
                 lines.append(
                     f"  acceptance by {by} is signed; modelseal does not verify signed acceptances yet"
                 )
+    elif d.get("method") == "certificate":
+        issuer = f", OIDC issuer {d['oidc_issuer']}" if d.get("oidc_issuer") else ""
+        lines.append(f"verified: signed by certificate of {signer.name}{issuer}")
+        lines.append(f"  certificate sha256 {d['certificate_sha256']}, issued by {d['certificate_issuer']}")
+        lines.append(f"  predicate {verdict.predicate_type}")
+        for s in d.get("subjects", []):
+            lines.append(f"  subject {s['digest'].get('sha256', '-')} ({s['name']})")
     else:
         lines.append(f"verified: signed by key {signer.keyid}")
         lines.append(f"  predicate {verdict.predicate_type}")
