@@ -15,7 +15,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from benchmarks.common import gib, machine, make_file, python_command, timed_command, warm
+from benchmarks.common import gib, machine, make_file, python_command, run_command, warm
 
 HASHLIB_FILE = (
     "import hashlib,sys\nwith open(sys.argv[1],'rb') as f: print(hashlib.file_digest(f,'sha256').hexdigest())"
@@ -26,14 +26,6 @@ HASHLIB_DIR = (
     "    with open(p,'rb') as f: print(hashlib.file_digest(f,'sha256').hexdigest(), p.name)"
 )
 MODELSEAL = "import sys; from modelseal.cli import main; sys.exit(main(['digest', sys.argv[1]]))"
-
-
-def run(label: str, argv: list[str], size: int, runs: int) -> float:
-    results = [timed_command(argv) for _ in range(runs)]
-    wall = min(r[0] for r in results)
-    rss = max(r[1] for r in results)
-    print(f"  {label:<34} {wall:7.2f} s  {size / wall / 2**30:6.2f} GiB/s  peak RSS {rss:6.0f} MB")
-    return wall
 
 
 def main() -> None:
@@ -57,19 +49,21 @@ def main() -> None:
             warm(p)
 
         print(f"\none file, {gib(size)}:")
-        base = run("hashlib, one thread", python_command(HASHLIB_FILE, str(big)), size, args.runs)
-        coreutils = run("sha256sum", ["sha256sum", str(big)], size, args.runs)
-        ours = run("modelseal digest", python_command(MODELSEAL, str(big)), size, args.runs)
+        base = run_command("hashlib, one thread", python_command(HASHLIB_FILE, str(big)), size, args.runs)
+        coreutils = run_command("sha256sum", ["sha256sum", str(big)], size, args.runs)
+        ours = run_command("modelseal digest", python_command(MODELSEAL, str(big)), size, args.runs)
         print(
             f"  ratio modelseal/hashlib {ours / base:.2f}x time; sha256sum/modelseal {coreutils / ours:.2f}x"
         )
 
         print(f"\n20-file directory, {gib(size)} (socair.modeldir/v1 digest for modelseal):")
-        base = run(
+        base = run_command(
             "hashlib, one thread, file by file", python_command(HASHLIB_DIR, str(shards)), size, args.runs
         )
-        coreutils = run("sha256sum *", ["sh", "-c", f"sha256sum {shards}/*"], size, args.runs)
-        ours = run("modelseal digest (threads)", python_command(MODELSEAL, str(shards)), size, args.runs)
+        coreutils = run_command("sha256sum *", ["sh", "-c", f"sha256sum {shards}/*"], size, args.runs)
+        ours = run_command(
+            "modelseal digest (threads)", python_command(MODELSEAL, str(shards)), size, args.runs
+        )
         print(f"  speed-up over hashlib {base / ours:.2f}x; over sha256sum {coreutils / ours:.2f}x")
     finally:
         if args.dir is None:

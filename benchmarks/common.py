@@ -51,6 +51,16 @@ def timed_command(argv: list[str]) -> tuple[float, float]:
     return float(wall), int(kib) / 1024
 
 
+def run_command(label: str, argv: list[str], size: int, runs: int, *, width: int = 34) -> float:
+    """Time a command ``runs`` times; print its best wall time, throughput over ``size`` bytes
+    and peak RSS; return the best wall time."""
+    results = [timed_command(argv) for _ in range(runs)]
+    wall = min(r[0] for r in results)
+    rss = max(r[1] for r in results)
+    print(f"  {label:<{width}} {wall:7.2f} s  {size / wall / 2**30:6.2f} GiB/s  peak RSS {rss:6.0f} MB")
+    return wall
+
+
 def warm(path: Path) -> None:
     """Read a file once so that every contender reads it from the page cache."""
     with path.open("rb", buffering=0) as f:
