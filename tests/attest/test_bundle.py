@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -159,6 +160,16 @@ PREDICATES: dict[str, tuple[Doc, Reason, str]] = {
     ),
     "dot mixed with files": (statement([res("."), res("a")]), Reason.STATEMENT_INVALID, "single-file model"),
     "wrong root digest": (statement([res("a")], subject="cd" * 32), Reason.SUBJECT_INVALID, "does not match"),
+    "root digest in upper case": (
+        statement([res("a")], subject=hashlib.sha256(bytes.fromhex("ab" * 32)).hexdigest().upper()),
+        Reason.SUBJECT_INVALID,
+        "does not match",
+    ),
+    "unicode digits in a shard": (
+        statement([res("a:\u0660:\u0668", algorithm="sha256-sharded-8")], SHARDS),
+        Reason.STATEMENT_INVALID,
+        "not path:start:end",
+    ),
     "blake3": (
         statement([res("a", algorithm="blake3")], {"method": "files", "hash_type": "blake3"}),
         Reason.STATEMENT_INVALID,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -82,6 +83,16 @@ def test_unreadable_inputs_exit_1_in_one_line(
     )
     gone = cli("verify", sig, "--trusted", pub, "--artifact", tmp_path / "elsewhere")
     assert gone.code == 1 and "no such file or directory" in gone.err
+    os.mkfifo(model / "pipe")  # refused without being opened (an open would hang)
+    fifo = cli("verify", sig, "--trusted", pub, "--artifact", model)
+    assert fifo.code == 1 and "pipe is not a regular file or directory" in fifo.err
+    (model / "pipe").unlink()
+    (model / ".git" / "pipe").parent.mkdir(exist_ok=True)
+    os.mkfifo(model / ".git" / "pipe")  # ignored paths are never looked at
+    assert cli("verify", sig, "--trusted", pub, "--artifact", model).code == 0
+    (model / "dangling").symlink_to(model / "nowhere")
+    assert "is a symlink" in cli("verify", sig, "--trusted", pub, "--artifact", model).err
+    (model / "dangling").unlink()
     (model / "link").symlink_to(model / "config.json")
     link = cli("verify", sig, "--trusted", pub, "--artifact", model, "--json")
     assert link.code == 1 and json.loads(link.out)["reason"] == "input_unreadable"

@@ -202,7 +202,7 @@ def read_manifest(statement: Statement) -> OmsManifest:
     if "." in paths and len(paths) > 1:
         raise _refuse("OMS resources mix a single-file model (.) with other files")
     subject = statement.subject[0]
-    if root.hexdigest() != subject.digest["sha256"].lower():
+    if root.hexdigest() != subject.digest["sha256"]:  # exact, as model_signing compares it
         raise _refuse(
             f"OMS subject digest {subject.digest['sha256']} does not match its resources"
             f" ({root.hexdigest()})",
