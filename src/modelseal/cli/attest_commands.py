@@ -331,12 +331,12 @@ def _authority_wanted(args: argparse.Namespace) -> bool:
 
 def _authority(args: argparse.Namespace) -> CertificateAuthority | None:
     """The certificate authority the flags name: a chain of roots, or a keyless identity."""
+    if not _authority_wanted(args):
+        return None
     import re
 
     from modelseal.attest.certificates import ChainAuthority, KeylessAuthority, load_certificates
 
-    if not _authority_wanted(args):
-        return None
     if args.certificate_chain:
         if _authority_wanted(argparse.Namespace(**{**vars(args), "certificate_chain": None})):
             raise UsageError(
