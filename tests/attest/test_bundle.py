@@ -270,3 +270,31 @@ def test_hint_is_the_sha256_of_the_pem_as_model_signing_writes_it() -> None:
     assert pem_hint(key) == bundle["verificationMaterial"]["publicKey"]["hint"]
     v = evaluate_bundle((SOCAIR / "oms-key256-model.sig").read_bytes(), TrustPolicy(Keyring([key])))
     assert v.admitted and v.details["model"] == "key256" and v.details["signed_files"] == 3
+
+
+@pytest.mark.parametrize(
+    "media_type",
+    [
+        "application/vnd.dev.sigstore.bundle+json;version=0.1",
+        "application/vnd.dev.sigstore.bundle+json;version=0.2",
+        "application/vnd.dev.sigstore.bundle+json;version=0.3",
+        "application/vnd.dev.sigstore.bundle.v0.3+json",
+    ],
+)
+def test_generic_statements_in_bundles_of_every_version(media_type: str) -> None:
+    """Any predicate, signed by a key: the generic checks, the subject bound to --sha256."""
+    from modelseal.attest.sign import make_statement
+    from modelseal.attest.verifier import ExpectedDigest
+
+    key = generate_key("ed25519")
+    payload = make_statement([("weights.bin", "cd" * 32)], "https://example.com/eval/v1", {"score": 1})
+    doc = json.loads(make_bundle(payload, key))
+    doc["mediaType"] = media_type
+    data = json.dumps(doc).encode()
+    ring = Keyring([key.public])
+    refused = evaluate_bundle(data, TrustPolicy(ring))
+    assert refused.reason is Reason.PREDICATE_TYPE
+    policy = TrustPolicy(ring, predicate_types=("https://example.com/eval/v1",))
+    v = evaluate_bundle(data, policy, expected=ExpectedDigest("cd" * 32))
+    assert v.admitted and v.details["bundle"] == ("0.3" if media_type.endswith("+json") else media_type[-3:])
+    assert evaluate_bundle(data, policy, expected=ExpectedDigest("ef" * 32)).reason is Reason.DIGEST_MISMATCH
