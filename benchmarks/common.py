@@ -116,6 +116,16 @@ def print_summaries(summaries: Sequence[Summary], size: int) -> None:
         )
 
 
+def run_command(label: str, argv: list[str], size: int, runs: int, *, width: int = 34) -> float:
+    """Time a command ``runs`` times; print its best wall time, throughput over ``size`` bytes
+    and peak RSS; return the best wall time."""
+    results = [measure(argv) for _ in range(runs)]
+    wall = min(r.wall for r in results)
+    rss = max(r.rss for r in results)
+    print(f"  {label:<{width}} {wall:7.2f} s  {size / wall / 2**30:6.2f} GiB/s  peak RSS {rss:6.0f} MB")
+    return wall
+
+
 def warm(path: Path) -> None:
     """Read a file once so that every contender reads it from the page cache."""
     with path.open("rb", buffering=0) as f:

@@ -5,19 +5,20 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # The real parts the tests and the demo use: an OCI registry and two independent
-# image tools (Debian's packages).
+# image tools (Debian's packages), and a software PKCS#11 token for hsm: signers.
 missing=()
 for tool in docker-registry skopeo umoci; do
   command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
 done
+command -v softhsm2-util >/dev/null 2>&1 || missing+=(softhsm2)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "installing ${missing[*]} (apt)" >&2
     apt-get update -qq >/dev/null
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-      docker-registry skopeo umoci >/dev/null
+      "${missing[@]}" >/dev/null
   else
-    echo "missing ${missing[*]}: install them (apt-get install docker-registry skopeo umoci) or run as root" >&2
+    echo "missing ${missing[*]}: install them (apt-get install ${missing[*]}) or run as root" >&2
     exit 1
   fi
 fi

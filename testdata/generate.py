@@ -40,6 +40,10 @@ SOCAIR_SHA256 = {
     "socair/README.md": "2e153d4b85b5ffa684a855a12a48e37710d5bda7d232f7ce21f5a96b874eec12",
     "socair/oms-key256-model.sig": "97fcb7f665338b5ccb20ccb9dc40a4413b8c5eb63c521a73d35fbd681a8cbac7",
     "socair/oms-p256.pub": "5f22284630ab1833a97d6be47f589034a4e15c69a9c122cc1382aacc42fdda93",
+    # a real public-good keyless bundle (testdata/sigstore/SOURCES.md)
+    "sigstore/dsse_v001_bundle.sigstore.json": (
+        "80015eed40cfdf1c11a0e2e8acc63f3cb3811ca5926a2938235f71a18f95d585"
+    ),
 }
 ISSUED = "2026-11-01T12:00:00Z"
 

@@ -17,7 +17,7 @@ from modelseal.attest import gojson, socair
 from modelseal.attest.envelope import INTOTO_PAYLOAD_TYPE, Envelope, pae
 from modelseal.attest.keys import Keyring
 from modelseal.attest.policy import TrustPolicy
-from modelseal.attest.private_keys import SigningKey
+from modelseal.attest.signers import KeySigner
 from modelseal.attest.statement import STATEMENT_V1
 from modelseal.attest.verifier import evaluate
 from modelseal.errors import InputError
@@ -42,7 +42,7 @@ _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
 def sign_payload(
-    payload: bytes, keys: Sequence[SigningKey], payload_type: str = INTOTO_PAYLOAD_TYPE
+    payload: bytes, keys: Sequence[KeySigner], payload_type: str = INTOTO_PAYLOAD_TYPE
 ) -> Envelope:
     """An envelope over ``payload`` with one signature per key, in order."""
     message = pae(payload_type, payload)
@@ -76,7 +76,7 @@ def _ordered(section: dict[str, Any], order: tuple[str, ...]) -> dict[str, Any]:
     return {k: section[k] for k in order if k in section}
 
 
-def sign_report(report: dict[str, Any], key: SigningKey) -> tuple[Envelope, dict[str, Any]]:
+def sign_report(report: dict[str, Any], key: KeySigner) -> tuple[Envelope, dict[str, Any]]:
     """Sign a Socair report as ``socair sign`` does; return the envelope and the signed report.
 
     Sets the signing method, the signer key id (header and verification), the

@@ -11,17 +11,19 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from modelseal.cli import bundle_commands
 from modelseal.cli.image_commands import attest_image, image_reference, is_image, verify_image_cmd
 from modelseal.cli.progress import ProgressBar
 from modelseal.cli.publish_commands import _registry_options
 from modelseal.durations import parse_max_age
-from modelseal.errors import InputError, UsageError
+from modelseal.errors import InputError, KeyFileError, UsageError
 from modelseal.files import read_limited, write_atomic
 from modelseal.text import printable
 
 if TYPE_CHECKING:
     from modelseal.attest.digest import DirectoryDigest
     from modelseal.attest.policy import TrustPolicy
+    from modelseal.attest.verdict import Mode, Verdict
 
 # Commands import what they use when they run, so that `modelseal digest`
 # starts without loading pydantic and the crypto bindings.
@@ -50,10 +52,18 @@ def register(commands: Any) -> None:
     )
     gen.set_defaults(handler=key_gen)
 
-    sign = commands.add_parser("sign", help="sign a Socair report (as socair sign)")
-    sign.add_argument("--key", required=True, help="Ed25519 private key (PKCS#8 PEM, mode 0600)")
-    sign.add_argument("--report", required=True, help="the report JSON (socair scan output)")
-    sign.add_argument("--out", help="default: the report's name with .dsse.json")
+    sign = commands.add_parser(
+        "sign", help="sign a Socair report (as socair sign), or a model (--format oms)"
+    )
+    sign.add_argument("model", nargs="?", metavar="MODEL", help="--format oms: the model directory or file")
+    sign.add_argument(
+        "--key",
+        required=True,
+        help="private key: a PKCS#8 PEM file (mode 0600) or a signer URI (file:, envvar:, hsm:, ...)",
+    )
+    sign.add_argument("--report", help="the report JSON (socair scan output)")
+    bundle_commands.add_sign_flags(sign)
+    sign.add_argument("--out", help="default: the report's name with .dsse.json; MODEL/model.sig for oms")
     sign.set_defaults(handler=sign_cmd)
 
     attest = commands.add_parser("attest", help="sign an in-toto Statement over files or an image (for CI)")
@@ -109,6 +119,7 @@ def register(commands: Any) -> None:
     )
     verify.add_argument("--json", action="store_true", help="print the verdict as JSON")
     _registry_options(verify)
+    bundle_commands.add_verify_flags(verify)
     verify.set_defaults(handler=verify_cmd)
 
     digest = commands.add_parser("digest", help="SHA-256 of a file, socair's digest of a directory")
@@ -156,10 +167,16 @@ def sign_cmd(args: argparse.Namespace) -> int:
     """``modelseal sign``."""
     from modelseal.attest import gojson
     from modelseal.attest.envelope import MAX_ENVELOPE_BYTES
-    from modelseal.attest.private_keys import load_signing_key
     from modelseal.attest.sign import sign_report
+    from modelseal.attest.signers import load_signer
 
-    key = load_signing_key(args.key, ed25519_only=True)
+    if args.format == "oms":
+        return bundle_commands.sign_oms(args)
+    if args.report is None or args.model is not None:
+        raise UsageError("sign a report with --report FILE, or a model with --format oms MODEL")
+    key = load_signer(args.key)
+    if key.public.algorithm != "ed25519":
+        raise KeyFileError(f"{args.key} is not an Ed25519 key")
     data = read_limited(args.report, MAX_ENVELOPE_BYTES, what="report")
     try:
         report = gojson.loads(data)
@@ -180,14 +197,14 @@ def attest_cmd(args: argparse.Namespace) -> int:
     """``modelseal attest``."""
     from modelseal.attest import gojson
     from modelseal.attest.envelope import MAX_ENVELOPE_BYTES
-    from modelseal.attest.private_keys import load_signing_key
     from modelseal.attest.sign import make_statement, sign_payload
+    from modelseal.attest.signers import load_signer
 
     if not any(is_image(p) for p in args.paths) and (args.attach or not args.predicate_type):
         raise UsageError(
             "--attach is for an image (oci://...)" if args.attach else "files need --predicate-type"
         )
-    keys = [load_signing_key(k) for k in args.key]
+    keys = [load_signer(k) for k in args.key]
     predicate: Any = {}
     if args.predicate:
         try:
@@ -223,6 +240,8 @@ def _policy(args: argparse.Namespace) -> TrustPolicy:
         policy = TrustPolicy(Keyring.from_path(args.trusted))
     elif args.store:
         policy = TrustPolicy(Keyring.from_path(Path(args.store) / "trusted-keys"))
+    elif bundle_commands.authority_wanted(args):
+        policy = TrustPolicy(Keyring())
     else:
         raise UsageError("give --trusted, --store or --policy", usage=VERIFY_USAGE)
     max_age = None
@@ -239,12 +258,11 @@ def _policy(args: argparse.Namespace) -> TrustPolicy:
 
 def verify_cmd(args: argparse.Namespace) -> int:
     """``modelseal verify``: exit 0 admitted (or warn), 1 refused, 2 usage."""
+    from modelseal.attest.bundle_verifier import is_bundle
     from modelseal.attest.envelope import MAX_ENVELOPE_BYTES
     from modelseal.attest.socair import parse_rfc3339
     from modelseal.attest.verdict import Mode, Reason, Verdict
     from modelseal.attest.verifier import ExpectedDigest, evaluate
-    from modelseal.cli import render
-    from modelseal.cli.hints import refusal_hint
 
     if args.sha256 is not None and not _HEX64.fullmatch(args.sha256.strip()):
         raise UsageError(f"--sha256 {args.sha256!r} is not 64 hex digits")
@@ -258,6 +276,7 @@ def verify_cmd(args: argparse.Namespace) -> int:
         raise UsageError("give the envelope to verify, or --image", usage=VERIFY_USAGE)
     image = image_reference(args.image, "--image") if args.image is not None else None
     policy = _policy(args)
+    authority = bundle_commands.authority(args)
     mode = Mode(args.mode)
     if image is not None:
         given = read_limited(args.envelope, MAX_ENVELOPE_BYTES, what="attestation") if args.envelope else None
@@ -265,6 +284,9 @@ def verify_cmd(args: argparse.Namespace) -> int:
     envelope, expected, directory = b"", None, None
     try:
         envelope = read_limited(args.envelope, MAX_ENVELOPE_BYTES, what="attestation")
+        if is_bundle(envelope):
+            verdict = bundle_commands.verify_bundle(args, envelope, policy, now, authority, _hash)
+            return _report(args, verdict, mode, bound=bool(args.artifact or args.sha256))
         if args.sha256:
             expected = ExpectedDigest(args.sha256.strip().lower())
         elif args.artifact:
@@ -277,14 +299,26 @@ def verify_cmd(args: argparse.Namespace) -> int:
         )
     else:
         verdict = evaluate(envelope, policy, expected=expected, now=now)
+    return _report(args, verdict, mode, bound=expected is not None, directory=directory, envelope=envelope)
+
+
+def _report(
+    args: argparse.Namespace,
+    verdict: Verdict,
+    mode: Mode,
+    *,
+    bound: bool,
+    directory: DirectoryDigest | None = None,
+    envelope: bytes = b"",
+) -> int:
+    """Print a verdict as ``verify`` does (with a hint when refused); return the exit code."""
+    from modelseal.cli import render
+    from modelseal.cli.hints import refusal_hint
+
     doc = {"mode": mode.value, **verdict.model_dump(mode="json"), **_skipped_json(directory)}
-    hint = "" if verdict.admitted else refusal_hint(verdict, envelope, args)
+    hint = "" if verdict.admitted or not envelope else refusal_hint(verdict, envelope, args)
     return render.finish_verify(
-        verdict,
-        mode,
-        doc if args.json else None,
-        lambda: render.admitted(verdict, bound=expected is not None),
-        hint,
+        verdict, mode, doc if args.json else None, lambda: render.admitted(verdict, bound=bound), hint
     )
 
 

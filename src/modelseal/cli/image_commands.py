@@ -13,7 +13,7 @@ from modelseal.text import printable
 
 if TYPE_CHECKING:
     from modelseal.attest.policy import TrustPolicy
-    from modelseal.attest.private_keys import SigningKey
+    from modelseal.attest.signers import KeySigner
     from modelseal.publish.image_attestations import ImageVerdict, SignedImage
     from modelseal.publish.reference import ImageReference
     from modelseal.publish.referrers import Attached
@@ -66,7 +66,7 @@ def attach_signed(client: Any, signed: SignedImage) -> Attached:
     return attached
 
 
-def attest_image(args: argparse.Namespace, keys: list[SigningKey], predicate: dict[str, Any] | None) -> int:
+def attest_image(args: argparse.Namespace, keys: list[KeySigner], predicate: dict[str, Any] | None) -> int:
     """``modelseal attest oci://...``: sign the image's digest; ``--attach`` stores it beside the image."""
     from modelseal.publish.image_attestations import sign_image
 

@@ -40,7 +40,9 @@ def admitted(verdict: Verdict, *, bound: bool) -> str:
     signer = verdict.signer
     assert signer is not None
     lines = []
-    if verdict.state is not None:
+    if d.get("format") == "oms":
+        lines += _oms_lines(verdict, bound=bound)
+    elif verdict.state is not None:
         how = (
             "confirmed: your trust list names this key"
             if d.get("issuer_confirmed")
@@ -62,6 +64,13 @@ def admitted(verdict: Verdict, *, bound: bool) -> str:
                 lines.append(
                     f"  acceptance by {by} is signed; modelseal does not verify signed acceptances yet"
                 )
+    elif d.get("method") == "certificate":
+        issuer = f", OIDC issuer {d['oidc_issuer']}" if d.get("oidc_issuer") else ""
+        lines.append(f"verified: signed by certificate of {signer.name}{issuer}")
+        lines.append(f"  certificate sha256 {d['certificate_sha256']}, issued by {d['certificate_issuer']}")
+        lines.append(f"  predicate {verdict.predicate_type}")
+        for s in d.get("subjects", []):
+            lines.append(f"  subject {s['digest'].get('sha256', '-')} ({s['name']})")
     else:
         lines.append(f"verified: signed by key {signer.keyid}")
         lines.append(f"  predicate {verdict.predicate_type}")
@@ -75,3 +84,21 @@ def admitted(verdict: Verdict, *, bound: bool) -> str:
         )
     # every field but the counts came from the attestation: no line may move the cursor
     return "\n".join(printable(line) for line in lines)
+
+
+def _oms_lines(verdict: Verdict, *, bound: bool) -> list[str]:
+    """An OpenSSF Model Signing bundle: who signed, the model, and what was compared."""
+    d = verdict.details
+    signer = verdict.signer
+    assert signer is not None
+    who = f"key {signer.keyid}" if d.get("method") == "key" else f"certificate of {signer.name}"
+    lines = [
+        f"verified: OpenSSF Model Signing bundle (Sigstore bundle v{d['bundle']}) signed by {who}",
+        f"  model {d['model']}: {d['signed_files']} signed file(s), {d['serialization']}"
+        f" serialization, {d['hash_type']}",
+        f"  model digest {verdict.subject_digest}",
+    ]
+    if "files_checked" in d:
+        ignored = f"; ignored: {', '.join(d['ignored'])}" if d.get("ignored") else ""
+        lines.append(f"  artifact matches: {d['files_checked']} file(s) hashed and compared{ignored}")
+    return lines

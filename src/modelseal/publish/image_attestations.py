@@ -24,8 +24,8 @@ from modelseal.attest.image_predicate import (
     predicate_files,
 )
 from modelseal.attest.policy import TrustPolicy
-from modelseal.attest.private_keys import SigningKey
 from modelseal.attest.sign import sign_payload
+from modelseal.attest.signers import KeySigner
 from modelseal.attest.verdict import Reason, Verdict
 from modelseal.attest.verifier import ExpectedDigest, evaluate
 from modelseal.errors import RegistryError
@@ -79,7 +79,7 @@ def read_subject(client: RegistryClient, ref: ImageReference) -> tuple[dict[str,
 def sign_image(
     client: RegistryClient,
     ref: ImageReference,
-    keys: Sequence[SigningKey],
+    keys: Sequence[KeySigner],
     *,
     predicate_type: str | None = None,
     predicate: dict[str, Any] | None = None,
