@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from modelseal.cli import bundle_commands
 from modelseal.cli.image_commands import attest_image, image_reference, is_image, verify_image_cmd
 from modelseal.cli.progress import ProgressBar
-from modelseal.cli.publish_commands import _registry_options
+from modelseal.cli.publish_commands import registry_options
 from modelseal.durations import parse_max_age
 from modelseal.errors import InputError, KeyFileError, UsageError
 from modelseal.files import read_limited, write_atomic
@@ -84,7 +84,7 @@ def register(commands: Any) -> None:
     attest.add_argument(
         "--attach", action="store_true", help="for an image: push the envelope beside it as an OCI referrer"
     )
-    _registry_options(attest)
+    registry_options(attest)
     attest.set_defaults(handler=attest_cmd)
 
     verify = commands.add_parser("verify", help="verify and admit an attestation (as socair verify)")
@@ -118,7 +118,7 @@ def register(commands: Any) -> None:
         "--mode", choices=("enforce", "warn"), default="enforce", help="warn: report a refusal, exit 0"
     )
     verify.add_argument("--json", action="store_true", help="print the verdict as JSON")
-    _registry_options(verify)
+    registry_options(verify)
     bundle_commands.add_verify_flags(verify)
     verify.set_defaults(handler=verify_cmd)
 

@@ -26,7 +26,8 @@ TERMINATION_LOG_LIMIT = 4096
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
-def _registry_options(parser: argparse.ArgumentParser) -> None:
+def registry_options(parser: argparse.ArgumentParser) -> None:
+    """The registry flags every command that talks to a registry takes."""
     # one spelling per concept across commands (operator run's); the older ones stay as hidden aliases
     parser.add_argument(
         "--registry-config",
@@ -80,7 +81,7 @@ def register(commands: Any) -> None:
         metavar="KEY",
         help="sign the pushed image's digest with this private key and attach it (repeat to co-sign)",
     )
-    _registry_options(pub)
+    registry_options(pub)
     pub.set_defaults(handler=publish_cmd)
 
     inspect = commands.add_parser("publish-inspect", prog="modelseal publish inspect", help=argparse.SUPPRESS)
@@ -100,7 +101,7 @@ def register(commands: Any) -> None:
         action="store_true",
         help="with --sha256: compare the digest the annotations record; no layer is read",
     )
-    _registry_options(inspect)
+    registry_options(inspect)
     inspect.set_defaults(handler=inspect_cmd)
 
 

@@ -31,7 +31,15 @@ from modelseal.operator.source_image import (
 )
 from modelseal.text import printable
 
-__all__ = ["ATTESTATION_VERIFIED", "Transition", "desired_status", "status_patch", "transitions"]
+__all__ = [
+    "ATTESTATION_VERIFIED",
+    "Transition",
+    "condition_list",
+    "desired_status",
+    "set_condition",
+    "status_patch",
+    "transitions",
+]
 
 ATTESTATION_VERIFIED = "AttestationVerified"
 AVAILABLE = "Available"
@@ -61,7 +69,7 @@ def _timestamp(now: datetime) -> str:
     return now.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _conditions(status: Mapping[str, Any]) -> list[dict[str, Any]]:
+def condition_list(status: Mapping[str, Any]) -> list[dict[str, Any]]:
     found = status.get("conditions")
     return (
         [dict(c) for c in found if isinstance(c, dict) and isinstance(c.get("type"), str)]
@@ -70,7 +78,7 @@ def _conditions(status: Mapping[str, Any]) -> list[dict[str, Any]]:
     )
 
 
-def _set(
+def set_condition(
     conditions: list[dict[str, Any]],
     kind: str,
     state: bool,
@@ -105,7 +113,7 @@ def desired_status(
     the Model has none, or a refusal kept it from starting); ``source`` the
     consumer check of an ``oci://`` source (None: not checked).
     """
-    conditions = _conditions(status)
+    conditions = condition_list(status)
     out = {k: v for k, v in status.items() if k != "prefetchOCI"}
     if publication is not None:
         out["prefetchOCI"] = publication.to_status()
@@ -114,7 +122,7 @@ def desired_status(
     if outcome is None:
         conditions = [c for c in conditions if c["type"] != ATTESTATION_VERIFIED]
     else:
-        _set(
+        set_condition(
             conditions,
             ATTESTATION_VERIFIED,
             outcome.admitted,
@@ -125,8 +133,8 @@ def desired_status(
         )
 
     def failed(reason: str, message: str) -> dict[str, Any]:
-        _set(conditions, DEGRADED, True, reason, message, generation, now)
-        _set(conditions, AVAILABLE, False, reason, message, generation, now)
+        set_condition(conditions, DEGRADED, True, reason, message, generation, now)
+        set_condition(conditions, AVAILABLE, False, reason, message, generation, now)
         return {**out, "phase": "Failed", "conditions": conditions}
 
     if outcome is not None and outcome.blocks:
@@ -134,22 +142,24 @@ def desired_status(
     if source is None:
         conditions = [c for c in conditions if c["type"] != SOURCE_IMAGE_VERIFIED]
     else:
-        _set(
+        set_condition(
             conditions, SOURCE_IMAGE_VERIFIED, source.verified, source.reason, source.message, generation, now
         )
         if source.blocks:
             return failed(source.reason, source.message)
         if source.pending:
-            _set(conditions, AVAILABLE, False, source.reason, source.message, generation, now)
+            set_condition(conditions, AVAILABLE, False, source.reason, source.message, generation, now)
             return {**out, "phase": "Pending", "conditions": conditions}
     if publication is not None and publication.phase == FAILED:
         return failed(REASON_PUBLICATION_FAILED, publication.message)
     stale = next((c for c in conditions if c["type"] == DEGRADED and c.get("reason") in _CLEARED_BY), None)
     if stale is not None:
-        _set(conditions, DEGRADED, False, "Superseded", _CLEARED_BY[stale["reason"]], generation, now)
+        set_condition(
+            conditions, DEGRADED, False, "Superseded", _CLEARED_BY[stale["reason"]], generation, now
+        )
     if publication is not None and publication.phase != SUCCEEDED:
         note = f"publishing the model's files: {publication.message or publication.phase}"
-        _set(conditions, AVAILABLE, False, REASON_PUBLISHING, note, generation, now)
+        set_condition(conditions, AVAILABLE, False, REASON_PUBLISHING, note, generation, now)
         # Pending until the Job's pod runs, then Downloading until the publication ends
         waiting = "Pending" if publication.phase == PENDING else "Downloading"
         return {**out, "phase": waiting, "conditions": conditions}
@@ -162,14 +172,14 @@ def desired_status(
         note = "the attestation gate is off"
     if publication is not None:
         note += f"; its files are published as {publication.image}"
-    _set(conditions, AVAILABLE, True, "ModelReady", note, generation, now)
+    set_condition(conditions, AVAILABLE, True, "ModelReady", note, generation, now)
     return {**out, "phase": "Ready", "conditions": conditions}
 
 
 def _comparable(status: Mapping[str, Any]) -> tuple[Any, ...]:
     conditions = sorted(
         (c.get("type"), c.get("status"), c.get("reason"), c.get("message"), c.get("observedGeneration"))
-        for c in _conditions(status)
+        for c in condition_list(status)
     )
     publication = status.get("prefetchOCI")
     return status.get("phase"), tuple(conditions), json.dumps(publication, sort_keys=True)
@@ -191,8 +201,8 @@ def status_patch(current: Mapping[str, Any], desired: Mapping[str, Any]) -> dict
 def transitions(current: Mapping[str, Any], desired: Mapping[str, Any]) -> list[Transition]:
     """The Events a change of status deserves."""
     out: list[Transition] = []
-    before = {c["type"]: c for c in _conditions(current)}
-    after = {c["type"]: c for c in _conditions(desired)}
+    before = {c["type"]: c for c in condition_list(current)}
+    after = {c["type"]: c for c in condition_list(desired)}
     for kind_of_check in (ATTESTATION_VERIFIED, SOURCE_IMAGE_VERIFIED):
         old, new = before.get(kind_of_check), after.get(kind_of_check)
         if new is not None and (
@@ -225,8 +235,3 @@ def transitions(current: Mapping[str, Any], desired: Mapping[str, Any]) -> list[
             )
         )
     return out
-
-
-# for modelseal.operator.status_modes, which applies the same rules to its own condition types
-condition_list = _conditions
-set_condition = _set
