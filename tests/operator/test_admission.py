@@ -128,3 +128,18 @@ def test_a_malformed_review_is_denied_in_enforce(review: Any) -> None:
 def test_a_request_without_an_object_is_denied_in_enforce() -> None:
     request = {**pod("good"), "object": None}
     assert not decide(request, Mode.ENFORCE, lookup).allowed
+
+
+def test_a_forged_message_reaches_a_denial_escaped() -> None:
+    """The verdict quotes the attestation (a keyid the signer chose): denials show it escaped."""
+    from modelseal.attest.verdict import Reason
+    from modelseal.operator.gate import REASON_REJECTED, GateOutcome
+    from modelseal.operator.judgement import Judgement
+
+    forged = "attestation rejected: signed by [\r\x1b[2K\x1b[1Aadmitted\u202e]"
+    verdict = Judgement(
+        GateOutcome(Mode.ENFORCE, False, REASON_REJECTED, forged, Reason.SIGNATURE_INVALID)
+    ).verdict(1)
+    decision = decide(pod("forged"), Mode.ENFORCE, lambda ns, n: (1, verdict))
+    assert not decision.allowed and decision.message.isprintable()
+    assert "\\x1b[2K" in decision.message

@@ -25,6 +25,7 @@ from modelseal.operator.gate import GateOutcome
 from modelseal.operator.prefetch_jobs import current_publication
 from modelseal.operator.publication import Publication
 from modelseal.operator.source_image import REASON_NOT_PINNED, SourceCheck
+from modelseal.text import printable
 
 __all__ = ["Judgement", "generation_of", "internal_error", "unexpected"]
 
@@ -41,13 +42,17 @@ class Judgement:
 
     def verdict(self, generation: int) -> ModelVerdict:
         """What the admission webhook is told: admitted when the attestation is, and the
-        source check neither refuses nor is still running (a tag only warns)."""
-        if self.outcome is not None and not self.outcome.admitted:
-            return ModelVerdict(generation, False, self.outcome.message)
+        source check neither refuses nor is still running (a tag only warns).
+
+        The message quotes what the attestation and the registry said: it is kept escaped,
+        since webhook denials and eviction Events show it."""
+        admitted, message = True, self.outcome.message if self.outcome else "the gate is off"
         source = self.source
-        if source is not None and not source.verified and source.reason != REASON_NOT_PINNED:
-            return ModelVerdict(generation, False, source.message)
-        return ModelVerdict(generation, True, self.outcome.message if self.outcome else "the gate is off")
+        if self.outcome is not None and not self.outcome.admitted:
+            admitted = False
+        elif source is not None and not source.verified and source.reason != REASON_NOT_PINNED:
+            admitted, message = False, source.message
+        return ModelVerdict(generation, admitted, printable(message))
 
     def summary(self) -> str:
         """One line for the log."""

@@ -24,6 +24,7 @@ from modelseal.operator.kube import KubeApi, StatusConflictError
 from modelseal.operator.metrics import OperatorMetrics
 from modelseal.operator.settings import StatusMode
 from modelseal.operator.status_modes import StatusWriter, phase_writers
+from modelseal.text import printable
 
 __all__ = ["ModelStatus"]
 
@@ -114,7 +115,10 @@ class ModelStatus:
         writers = phase_writers(model["metadata"])
         if not writers and self._flips.get(key, 0) < _FLIPS:
             return False
-        who = ", ".join(writers) or f"another controller (the phase changed under modelseal {_FLIPS} times)"
+        who = (
+            ", ".join(printable(w) for w in writers)
+            or f"another controller (the phase changed under modelseal {_FLIPS} times)"
+        )
         self.contested[key] = who
         message = (
             f"status.phase is also written by {who}: modelseal stops writing this Model's status;"
