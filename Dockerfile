@@ -1,5 +1,5 @@
 # The operator image: `docker build -t modelseal:0.1.0 .` then `kind load docker-image modelseal:0.1.0`
-# (or push it and set the image in deploy/deployment.yaml).
+# (or push it and set it with kustomize `images:` in an overlay of deploy/).
 FROM python:3.11-slim
 WORKDIR /src
 COPY pyproject.toml README.md ./
