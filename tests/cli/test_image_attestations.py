@@ -194,6 +194,40 @@ def test_publish_sign_key_signs_and_attaches_what_it_pushed(
     ]
 
 
+def test_publish_signs_with_a_signer_uri_and_writes_the_envelope_it_attached(
+    cli: Run, registry: Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CI: the key from a secret in the environment (never on disk); the envelope for a ConfigMap.
+
+    Before, --sign-key took only a key file (`envvar:` was read as a path), and the
+    envelope it attached could be had from the registry only.
+    """
+    key, pub = keys(cli, tmp_path)
+    monkeypatch.setenv("MODELSEAL_SIGNING_KEY", key.read_text())
+    key.unlink()
+    envelope = tmp_path / "out" / "image.dsse.json"
+    envelope.parent.mkdir()
+    r = cli("publish", "--image", f"{registry.host}/models/ci:v1", "--plain-http", "--from", SAMPLE,
+            "--primary", "model.safetensors", "--sign-key", "envvar:MODELSEAL_SIGNING_KEY", "--attestation-file", envelope,
+            "--result-file", tmp_path / "out" / "publish.json")  # fmt: skip
+    assert r.code == 0, r.err
+    image = r.out.strip()
+    doc = json.loads((tmp_path / "out" / "publish.json").read_text())
+    assert doc["image"] == image and doc["attestation"]["predicateType"] == IMAGE_PREDICATE_TYPE
+    subject = statement(envelope.read_text())["subject"]
+    assert subject == [{"name": f"{registry.host}/models/ci", "digest": {"sha256": doc["digest"][7:]}}]
+    # the file is the envelope attached: verifying it against the image finds the same referrer
+    given = cli("verify", envelope, "--image", image, "--trusted", pub, "--plain-http")
+    assert given.code == 0, given.err
+    attached = cli("verify", "--image", image, "--trusted", pub, "--plain-http", "--json")
+    assert attached.code == 0 and json.loads(attached.out)["referrer"] == doc["attestation"]["referrer"]
+
+
+def test_attestation_file_goes_with_sign_key(cli: Run, tmp_path: Path) -> None:
+    r = cli("publish", "--image", "127.0.0.1:1/m:v1", "--from", SAMPLE, "--attestation-file", tmp_path / "e")
+    assert r.code == 2 and "--attestation-file goes with --sign-key" in r.err
+
+
 def test_publish_with_an_unusable_sign_key_pushes_nothing(
     cli: Run, registry: Registry, tmp_path: Path
 ) -> None:

@@ -13,9 +13,11 @@ from typing import TYPE_CHECKING, Any
 from modelseal.cli.progress import ProgressBar, human_bytes
 from modelseal.cli.result_file import write_result
 from modelseal.errors import UsageError
+from modelseal.files import write_atomic
 from modelseal.text import printable
 
 if TYPE_CHECKING:
+    from modelseal.attest.signers import KeySigner
     from modelseal.attest.walk import ModelDir
 
 __all__ = ["register", "registry_options", "say"]
@@ -76,7 +78,13 @@ def register(commands: Any) -> None:
         "--sign-key",
         action="append",
         metavar="KEY",
-        help="sign the pushed image's digest with this private key and attach it (repeat to co-sign)",
+        help="sign the pushed image's digest with this private key or signer URI (envvar:NAME, hsm:, ...)"
+        " and attach it (repeat to co-sign)",
+    )
+    pub.add_argument(
+        "--attestation-file",
+        metavar="PATH",
+        help="with --sign-key: also write the signed envelope here (an attestation ConfigMap's content)",
     )
     registry_options(pub)
     pub.set_defaults(handler=publish_cmd)
@@ -137,6 +145,8 @@ def publish_cmd(args: argparse.Namespace) -> int:
         raise UsageError("give the files to publish, or --from DIR")
     if args.follow_symlinks and not args.from_dir:
         raise UsageError("--follow-symlinks goes with --from DIR")
+    if args.attestation_file and not args.sign_key:
+        raise UsageError("--attestation-file goes with --sign-key")
     platform = Platform.parse(args.platform)
     signing_keys = _signing_keys(args.sign_key)  # a bad key fails before anything is pushed
     files = plan_files(args.files, _walk(args) if args.from_dir else None, args.primary)
@@ -157,7 +167,11 @@ def publish_cmd(args: argparse.Namespace) -> int:
             reuse_from=reuse,
             progress=bar.advance,
         )
-        attestation = _sign_and_attach(client, result.reference, signing_keys) if signing_keys else None
+        attestation = (
+            _sign_and_attach(client, result.reference, signing_keys, args.attestation_file)
+            if signing_keys
+            else None
+        )
     doc = result.to_json()
     if attestation is not None:
         doc["attestation"] = attestation
@@ -177,18 +191,22 @@ def publish_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
-def _signing_keys(paths: list[str] | None) -> list[Any]:
-    from modelseal.attest.private_keys import load_signing_key
+def _signing_keys(keys: list[str] | None) -> list[KeySigner]:
+    from modelseal.attest.signers import load_signer
 
-    return [load_signing_key(p) for p in paths or []]
+    return [load_signer(k) for k in keys or []]
 
 
-def _sign_and_attach(client: Any, reference: Any, keys: list[Any]) -> dict[str, Any]:
+def _sign_and_attach(
+    client: Any, reference: Any, keys: list[KeySigner], envelope_file: str | None
+) -> dict[str, Any]:
     """``--sign-key``: sign the image just pushed (its manifest read back by digest) and attach it."""
     from modelseal.cli.image_commands import attach_signed
     from modelseal.publish.image_attestations import sign_image
 
     signed = sign_image(client, reference, keys)
+    if envelope_file:  # written first: a file that cannot be written stops it before anything is attached
+        write_atomic(envelope_file, signed.envelope.to_json())
     attached = attach_signed(client, signed)
     return {"referrer": attached.digest, "via": attached.via, "predicateType": signed.predicate_type,
             "keys": [k.public.keyid for k in keys]}  # fmt: skip
