@@ -37,6 +37,9 @@ def test_envvar_signs_and_never_shows_the_value(monkeypatch: pytest.MonkeyPatch)
         load_signer("envvar:MODELSEAL_TEST_KEY")
     with pytest.raises(KeyFileError, match="environment variable \\(none\\) is not set"):
         load_signer("envvar:")
+    monkeypatch.setenv("MODELSEAL_TEST_KEY", " \n")  # GitHub passes a secret nobody set as ""
+    with pytest.raises(KeyFileError, match="environment variable MODELSEAL_TEST_KEY is empty"):
+        load_signer("envvar:MODELSEAL_TEST_KEY")
 
 
 def test_envvar_keeps_the_issuer_line_key_gen_writes(

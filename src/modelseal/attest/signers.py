@@ -110,11 +110,13 @@ def _from_env(uri: str, name: str) -> UriSigner:
     text = os.environ.get(name)
     if not name or text is None:
         raise KeyFileError(f"signer {uri}: environment variable {name or '(none)'} is not set")
+    if not text.strip():  # a CI passes a secret nobody set as an empty string
+        raise KeyFileError(f"signer {uri}: environment variable {name} is empty")
     if len(text) > MAX_ENV_KEY:
         raise KeyFileError(f"signer {uri}: the variable does not hold an unencrypted PEM private key")
     text = _env_text(uri, text)
     begin = text.find("-----BEGIN ")
-    head = text[begin : begin + 40]
+    head = text[begin : begin + 40] if begin >= 0 else ""
     if head.startswith("-----BEGIN PUBLIC KEY-----"):
         raise KeyFileError(f"signer {uri}: the variable holds a public key; put the private key (.key) in it")
     if "PRIVATE KEY-----" not in head or "ENCRYPTED" in head:
