@@ -252,3 +252,27 @@ def test_a_policy_file_decides_whether_the_image_predicate_is_admitted(
         )
         r = cli("verify", "--image", image, "--policy", policy, "--plain-http")
         assert r.code == code, r.err
+
+
+def test_an_image_that_cannot_be_read_is_a_refusal_in_json_too(
+    cli: Run, registry: Registry, tmp_path: Path
+) -> None:
+    """A CI gate reading `verify --image --json` gets a verdict, not an empty file, plus the error line.
+
+    Before, an image that could not be read (gone, or bytes not matching their digest) printed
+    only the error line: a gate reading the JSON found nothing to read.
+    """
+    _, pub = keys(cli, tmp_path)
+    missing = f"oci://{registry.host}/models/absent@sha256:{'a' * 64}"
+    r = cli("verify", "--image", missing, "--trusted", pub, "--plain-http", "--json")
+    assert r.code == 1 and r.err.startswith("error: ") and len(r.err.splitlines()) == 1
+    doc = json.loads(r.out)
+    assert doc["admitted"] is False and doc["reason"] == "input_unreadable"
+    assert doc["message"] == r.err.removeprefix("error: ").rstrip("\n")
+    assert doc["image"] == missing and doc["digest"] == "sha256:" + "a" * 64 and doc["files"] == []
+    warn = cli("verify", "--image", f"oci://{registry.host}/models/absent:v1", "--trusted", pub, "--plain-http",
+               "--json", "--mode", "warn")  # fmt: skip
+    assert warn.code == 1, "an image nobody can read is not a warning"  # as before: only verdicts warn
+    assert json.loads(warn.out)["mode"] == "warn" and json.loads(warn.out)["digest"] is None
+    text = cli("verify", "--image", missing, "--trusted", pub, "--plain-http")
+    assert text.code == 1 and text.out == ""
