@@ -223,6 +223,20 @@ def test_publish_signs_with_a_signer_uri_and_writes_the_envelope_it_attached(
     assert attached.code == 0 and json.loads(attached.out)["referrer"] == doc["attestation"]["referrer"]
 
 
+@pytest.mark.parametrize("flag", ["--attestation-file", "--result-file"])
+def test_an_output_path_that_cannot_be_written_stops_publish_before_anything_is_pushed(
+    cli: Run, registry: Registry, tmp_path: Path, flag: str
+) -> None:
+    """Before, the image was pushed and tagged, and only then did the write fail (unsigned for
+    --attestation-file: the signature was never attached)."""
+    key, _ = keys(cli, tmp_path)
+    for target in (tmp_path, tmp_path / "no" / "such" / "folder.json"):
+        r = cli("publish", "--image", f"{registry.host}/models/unwritten:v1", "--plain-http", "--from", SAMPLE,
+                "--primary", "model.safetensors", "--sign-key", key, flag, target)  # fmt: skip
+        assert r.code == 3 and r.err == f"error: {flag} {target}: not a file in an existing folder\n"
+    assert registry.tags("models/unwritten") == []
+
+
 def test_attestation_file_goes_with_sign_key(cli: Run, tmp_path: Path) -> None:
     r = cli("publish", "--image", "127.0.0.1:1/m:v1", "--from", SAMPLE, "--attestation-file", tmp_path / "e")
     assert r.code == 2 and "--attestation-file goes with --sign-key" in r.err

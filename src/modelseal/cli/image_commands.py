@@ -113,7 +113,7 @@ def verify_image_cmd(
             result = verify_image(client, ref, policy, envelope=envelope, now=now)
     except Error as e:
         if args.json and not isinstance(e, UsageError):  # a gate reading the JSON gets a refusal too
-            refused = Verdict(admitted=False, reason=Reason.INPUT_UNREADABLE, message=str(e))
+            refused = Verdict(admitted=False, reason=Reason.INPUT_UNREADABLE, message=printable(str(e)))
             doc = {**_json(ImageVerdict(refused, ref.oci, ""), Mode(args.mode)), "digest": ref.digest}
             print(json.dumps(doc, indent=2))
         raise

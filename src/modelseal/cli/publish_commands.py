@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from modelseal.cli.progress import ProgressBar, human_bytes
 from modelseal.cli.result_file import write_result
-from modelseal.errors import UsageError
+from modelseal.errors import OperationalError, UsageError
 from modelseal.files import write_atomic
 from modelseal.text import printable
 
@@ -149,6 +149,9 @@ def publish_cmd(args: argparse.Namespace) -> int:
         raise UsageError("--attestation-file goes with --sign-key")
     platform = Platform.parse(args.platform)
     signing_keys = _signing_keys(args.sign_key)  # a bad key fails before anything is pushed
+    for flag, target in (("--result-file", args.result_file), ("--attestation-file", args.attestation_file)):
+        if target and (Path(target).is_dir() or not Path(target).parent.is_dir()):  # so does a bad path
+            raise OperationalError(f"{flag} {printable(target)}: not a file in an existing folder")
     files = plan_files(args.files, _walk(args) if args.from_dir else None, args.primary)
     total = 0
     for f in files:
