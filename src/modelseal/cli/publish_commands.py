@@ -79,7 +79,8 @@ def register(commands: Any) -> None:
         "--sign-key",
         action="append",
         metavar="KEY",
-        help="sign the pushed image's digest with this private key and attach it (repeat to co-sign)",
+        help="sign the pushed image's digest with this private key (a file or a signer URI: envvar:NAME,"
+        " hsm:, ...) and attach it (repeat to co-sign)",
     )
     registry_options(pub)
     pub.set_defaults(handler=publish_cmd)
@@ -180,10 +181,11 @@ def publish_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
-def _signing_keys(paths: list[str] | None) -> list[Any]:
-    from modelseal.attest.private_keys import load_signing_key
+def _signing_keys(refs: list[str] | None) -> list[Any]:
+    """Key files or signer URIs (``envvar:NAME``: the prefetchOCI Job's publisher gets its key so)."""
+    from modelseal.attest.signers import load_signer
 
-    return [load_signing_key(p) for p in paths or []]
+    return [load_signer(r) for r in refs or []]
 
 
 def _sign_and_attach(client: Any, reference: Any, keys: list[Any]) -> dict[str, Any]:
