@@ -209,7 +209,8 @@ def test_publish_sign_key_takes_the_key_from_the_environment(
     r = cli("publish", "--image", f"{registry.host}/models/unsigned:v1", "--plain-http", "--from", SAMPLE,
             "--primary", "model.safetensors", "--sign-key", "envvar:MODELSEAL_SIGNING_KEY")  # fmt: skip
     assert (r.code, r.err) == (
-        1, "error: signer envvar:MODELSEAL_SIGNING_KEY: environment variable MODELSEAL_SIGNING_KEY is not set\n"
+        1,
+        "error: signer envvar:MODELSEAL_SIGNING_KEY: environment variable MODELSEAL_SIGNING_KEY is not set\n",
     )
     assert registry.tags("models/unsigned") == []
 

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from modelseal.errors import InputError
-from modelseal.operator.prefetch import build_job, job_name, plan_prefetch, prefetch_fingerprint
+from modelseal.operator.prefetch import plan_prefetch, prefetch_fingerprint
+from modelseal.operator.publish_job import build_job, job_name
 
 MODEL: dict[str, Any] = {
     "apiVersion": "inference.llmkube.dev/v1alpha1",

@@ -22,7 +22,7 @@ from typing import Any
 from modelseal.errors import Error, KubeError
 from modelseal.operator.kube import KubeApi
 from modelseal.operator.names import check_label, check_subdomain
-from modelseal.operator.prefetch import build_job, job_name, plan_prefetch, prefetch_fingerprint
+from modelseal.operator.prefetch import plan_prefetch, prefetch_fingerprint
 from modelseal.operator.publication import (
     FAILED,
     PENDING,
@@ -32,6 +32,7 @@ from modelseal.operator.publication import (
     Publication,
     finished,
 )
+from modelseal.operator.publish_job import build_job, job_name
 
 __all__ = ["PrefetchJobs", "current_publication"]
 
