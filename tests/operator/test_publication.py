@@ -10,7 +10,8 @@ import pytest
 
 from modelseal.errors import InputError
 from modelseal.operator.conditions import desired_status, status_patch, transitions
-from modelseal.operator.publication import JobView, Publication, failure_text, parse_result, publisher_result
+from modelseal.operator.publication import JobView, Publication, failure_text, publisher_result
+from modelseal.operator.publisher_result import parse_result
 
 DIGEST = "sha256:" + "ab" * 32
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
