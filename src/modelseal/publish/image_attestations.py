@@ -184,7 +184,7 @@ def judge_attached(attached: AttachedImage, policies: Sequence[TrustPolicy], che
 
 def _judge(
     attached: AttachedImage,
-    candidates: list[tuple[str | None, bytes | None, str | None]],
+    candidates: Sequence[tuple[str | None, bytes | None, str | None]],
     via: str | None,
     listed: int,
     policies: Sequence[TrustPolicy],
