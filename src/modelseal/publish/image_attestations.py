@@ -200,7 +200,8 @@ def _judge(
             verdict, files = _bound_files(check(data, policy, digest.removeprefix("sha256:")), attached.info)
             if verdict.admitted:
                 return ImageVerdict(verdict, image, digest, referrer, via, files, tried, index)
-            refusal = refusal or verdict  # the first policy's refusal speaks for the others
+            if refusal is None or (refusal.reason == Reason.SIGNATURE_INVALID != verdict.reason):
+                refusal = verdict  # the first policy that knows the signer speaks for the others
         if refusal is None:  # unreadable (or no policy to judge it by)
             why = error or "no policy to judge it by"
             refusal = Verdict(admitted=False, reason=Reason.INPUT_UNREADABLE,
