@@ -100,10 +100,12 @@ def _within_budget(attached: AttachedImage) -> AttachedImage:
     """The read with envelopes past :data:`MAX_IMAGE_ENVELOPE_BYTES` (in all) reported unusable."""
     kept, total = [], 0
     for found in attached.found:
-        total += len(found.envelope or b"")
-        if found.envelope is not None and total > MAX_IMAGE_ENVELOPE_BYTES:
+        size = len(found.envelope or b"")
+        if total + size > MAX_IMAGE_ENVELOPE_BYTES:
             why = f"over the operator's {MAX_IMAGE_ENVELOPE_BYTES} bytes of envelopes per image"
             found = FoundEnvelope(found.referrer, None, why)
+        else:
+            total += size
         kept.append(found)
     return replace(attached, found=tuple(kept))
 
