@@ -189,7 +189,7 @@ class Reconciler(ModelJudge):
             now = self.clock()
             judged = await self.judge(key, model, now, fresh)
             outcome, source, publication = judged.outcome, judged.source, judged.publication
-            if outcome is not None:
+            if outcome is not None and not outcome.pending:  # a decision still being read is none yet
                 result = "admitted" if outcome.admitted else "refused"
                 self.metrics.verifications.labels(result=result, reason=outcome.code.value).inc()
             if source is not None:
