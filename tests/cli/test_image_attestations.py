@@ -242,6 +242,27 @@ def test_attestation_file_goes_with_sign_key(cli: Run, tmp_path: Path) -> None:
     assert r.code == 2 and "--attestation-file goes with --sign-key" in r.err
 
 
+def test_publish_sign_key_takes_the_key_from_the_environment(
+    cli: Run, registry: Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The prefetchOCI Job's publisher gets its key by secretKeyRef, as ``--sign-key envvar:NAME``."""
+    key, pub = keys(cli, tmp_path)
+    monkeypatch.setenv("MODELSEAL_SIGNING_KEY", key.read_text())
+    r = cli("publish", "--image", f"{registry.host}/models/signed:v1", "--plain-http", "--from", SAMPLE,
+            "--primary", "model.safetensors", "--sign-key", "envvar:MODELSEAL_SIGNING_KEY", "--json")  # fmt: skip
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    assert cli("verify", "--image", doc["image"], "--trusted", pub, "--plain-http").code == 0
+    monkeypatch.delenv("MODELSEAL_SIGNING_KEY")
+    r = cli("publish", "--image", f"{registry.host}/models/unsigned:v1", "--plain-http", "--from", SAMPLE,
+            "--primary", "model.safetensors", "--sign-key", "envvar:MODELSEAL_SIGNING_KEY")  # fmt: skip
+    assert (r.code, r.err) == (
+        1,
+        "error: signer envvar:MODELSEAL_SIGNING_KEY: environment variable MODELSEAL_SIGNING_KEY is not set\n",
+    )
+    assert registry.tags("models/unsigned") == []
+
+
 def test_publish_with_an_unusable_sign_key_pushes_nothing(
     cli: Run, registry: Registry, tmp_path: Path
 ) -> None:
