@@ -225,7 +225,7 @@ def parse_policy(text: str | bytes, *, base: Path, source: str = "policy") -> Tr
     certificates = load_certificate_trust(
         doc.certificateRoots, doc.identities, doc.trustedRoot, base=base, source=source
     )
-    if doc.threshold > len(ring):
+    if doc.threshold > max(len(ring), 1):  # one signer at least: a key, a root or an identity
         raise PolicyFileError(
             f"{source}: threshold {doc.threshold} is more than the {len(ring)} distinct key(s) given"
         )

@@ -286,7 +286,7 @@ def verify_cmd(args: argparse.Namespace) -> int:
         envelope = read_limited(args.envelope, MAX_ENVELOPE_BYTES, what="attestation")
         if is_bundle(envelope):
             verdict = bundle_commands.verify_bundle(args, envelope, policy, now, _hash)
-            return _report(args, verdict, mode, bound=bool(args.artifact or args.sha256))
+            return _report(args, verdict, mode, bound=bool(args.artifact or args.sha256), envelope=envelope)
         if args.sha256:
             expected = ExpectedDigest(args.sha256.strip().lower())
         elif args.artifact:

@@ -236,7 +236,7 @@ def verify_bundle(
     from modelseal.attest.oms import PREDICATE_TYPE
     from modelseal.attest.verifier import ExpectedDigest
 
-    if not args.policy and PREDICATE_TYPE not in policy.predicate_types:
+    if not args.policy and is_oms(data) and PREDICATE_TYPE not in policy.predicate_types:
         policy = replace(policy, predicate_types=(*policy.predicate_types, PREDICATE_TYPE))
     model, expected = None, None
     if args.artifact:

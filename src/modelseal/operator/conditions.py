@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from modelseal.attest.verdict import Mode
 from modelseal.operator.gate import REASON_INTERNAL_ERROR, REASON_REJECTED, GateOutcome
 from modelseal.operator.publication import FAILED, PENDING, SUCCEEDED, Publication
 from modelseal.operator.source_image import (
@@ -99,6 +100,13 @@ def set_condition(
                        "lastTransitionTime": _timestamp(now), "observedGeneration": generation})  # fmt: skip
 
 
+def _unbound(outcome: GateOutcome, source: SourceCheck | None) -> bool:
+    """An OMS signature admitted on condition that the image holds its files, and no check said so."""
+    if outcome.binding is None:
+        return False
+    return source is None or (source.verified and source.bound != outcome.binding.root_digest)
+
+
 def desired_status(
     status: Mapping[str, Any],
     generation: int,
@@ -139,6 +147,10 @@ def desired_status(
 
     if outcome is not None and outcome.blocks:
         return failed(outcome.reason, outcome.message)
+    if outcome is not None and outcome.mode is Mode.ENFORCE and _unbound(outcome, source):
+        return failed(
+            REASON_REJECTED, "attestation rejected: the signed files were not compared with the image"
+        )
     if source is None:
         conditions = [c for c in conditions if c["type"] != SOURCE_IMAGE_VERIFIED]
     else:
