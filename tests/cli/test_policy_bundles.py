@@ -253,3 +253,18 @@ def test_generic_keyless_bundles_under_a_policy(cli: Run, tmp_path: Path) -> Non
     assert flags.code == by_policy.code == 0 and json.loads(flags.out) == json.loads(by_policy.out)
     other = cli("verify", bundle, "--policy", tmp_path / "policy.yaml", "--sha256", "ab" * 32)
     assert other.code == 1 and f"attestation is for {subject}" in other.err
+
+
+def test_a_forged_keyless_certificate_naming_the_identity_is_refused(cli: Run, tmp_path: Path) -> None:
+    """Anyone can make a certificate with the right SAN and OIDC issuer: only Fulcio's chain,
+    the SCT and the log entry (checked by sigstore, offline) make it keyless."""
+    (tmp_path / "ca").mkdir()
+    root = issue(tmp_path / "ca", "root", ca=True, days=3650)
+    leaf = issue(tmp_path / "ca", "leaf", issuer=root, oidc_issuer=ISSUER, email=SIGNER)
+    model = small_model(tmp_path / "model")
+    signed = cli("sign", "--format", "oms", "--key", leaf.key_file, "--signing-certificate", leaf.cert_file,
+                 "--certificate-chain", root.cert_file, model)  # fmt: skip
+    assert signed.code == 0, signed.err
+    for args in (KEYLESS_FLAGS, ("--policy", policy(tmp_path, IDENTITY + f"predicateTypes: [{OMS}]\n"))):
+        r = cli("verify", model / "model.sig", *args, "--artifact", model)
+        assert r.code == 1 and "sigstore refused the bundle" in r.err, r.err

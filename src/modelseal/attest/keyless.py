@@ -96,16 +96,29 @@ def identities(cert: x509.Certificate) -> list[str]:
 
 
 class _Policy:
-    """The identity check as a ``sigstore`` verification policy, run on the leaf it verified."""
+    """The identity check as a ``sigstore`` verification policy.
+
+    ``sigstore`` runs it only on a leaf it chained to the trust root, so the
+    policy's patterns never see a certificate that anyone could have made.
+    """
 
     def __init__(self, rules: tuple[IdentityRule, ...]) -> None:
         self.rules = rules
+        self.refusal: str | None = None  # why the identity did not match, for the message
 
     def verify(self, cert: x509.Certificate) -> None:
         from sigstore.errors import VerificationError as SigstoreVerificationError
 
-        if not any(rule.matches(identities(cert), oidc_issuer(cert)) for rule in self.rules):
-            raise SigstoreVerificationError("certificate identity or OIDC issuer does not match")
+        names, oidc = identities(cert), oidc_issuer(cert)
+        if any(rule.matches(names, oidc) for rule in self.rules):
+            return
+        if not any(rule.matches_identity(n) for rule in self.rules for n in names):
+            self.refusal = (
+                f"certificate identity {', '.join(names) or '(none)'} does not match the one required"
+            )
+        else:
+            self.refusal = f"certificate OIDC issuer {oidc!r} does not match the one required"
+        raise SigstoreVerificationError(self.refusal)
 
 
 class KeylessAuthority:
@@ -129,25 +142,23 @@ class KeylessAuthority:
                 "the bundle is signed by a key, not a Sigstore certificate; verify it with --trusted"
             )
         leaf = parse_leaf(bundle.certificates[0])
-        names, oidc = identities(leaf), oidc_issuer(leaf)
-        if not any(rule.matches(names, oidc) for rule in self.rules):
-            shown = ", ".join(names) or "(none)"
-            if not any(any(rule.matches_identity(n) for n in names) for rule in self.rules):
-                raise refuse(f"certificate identity {shown} does not match the one required")
-            raise refuse(f"certificate OIDC issuer {oidc!r} does not match the one required")
         verifier = Verifier(trusted_root=load_trusted_root(self.trusted_root, self.source))
+        policy = _Policy(self.rules)
         try:
             sigstore_bundle = Bundle.from_json(json.dumps(bundle.raw))
-            payload_type, payload = verifier.verify_dsse(sigstore_bundle, _Policy(self.rules))
+            payload_type, payload = verifier.verify_dsse(sigstore_bundle, policy)
         except SigstoreError as e:
+            if policy.refusal is not None:
+                raise refuse(policy.refusal) from None
             raise refuse(
                 f"sigstore refused the bundle: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
             ) from None
-        except ValueError as e:
+        except Exception as e:  # sigstore parsing hostile input: pydantic, cryptography, KeyError ...
             raise refuse(f"sigstore refused the bundle: {type(e).__name__}") from None
         if payload_type != "application/vnd.in-toto+json":
             raise refuse(f"payload type {payload_type!r}, want in-toto", Reason.PAYLOAD_TYPE)
         key = leaf_key(leaf)
         fingerprint = hashlib.sha256(bundle.certificates[0]).hexdigest()
+        names, oidc = identities(leaf), oidc_issuer(leaf)
         who = next(n for n in names if any(rule.matches([n], oidc) for rule in self.rules))
         return payload, CertificateSigner(who, leaf.issuer.rfc4514_string(), fingerprint, key, oidc)
