@@ -124,9 +124,11 @@ def test_oci_sources_are_bound_by_reading_the_image_or_refused() -> None:
     assert pinned.message.endswith("; its files are compared with the image's (SourceImageVerified)")
     assert "bound to image" not in pinned.message  # the signature is not for the image's digest
     # admitted by the gate, not by the webhook, until the source check found the files served
+    from modelseal.operator.conditions import desired_status
     from modelseal.operator.judgement import Judgement
 
     assert not Judgement(pinned).verdict(1).admitted
+    assert desired_status({}, 1, pinned, FIXTURE_NOW)["phase"] == "Failed"
     tag = gate({"source": "oci://r.example/m:v1", "sha256": GGUF_SHA}, bundle)
     assert not tag.admitted and "oci://r.example/m:v1 is not pinned by digest" in tag.message
 
