@@ -330,3 +330,24 @@ async def test_a_malformed_bundle_is_refused_and_the_operator_goes_on(
     degraded = condition(bad, "Degraded")
     assert degraded is not None and degraded["reason"] == "ModelAttestationRejected"
     assert degraded["message"].startswith("attestation rejected: attestation does not verify: ")
+
+
+async def test_a_generic_keyless_bundle_admits_the_model_of_its_subject(k8s: Any, cluster: Cluster) -> None:
+    await cluster.trusted_keys(KEY.public_pem(), name="ci.pub")
+    await cluster.attestation("model-attestation", (KEYLESS / "dsse_v001_bundle.sigstore.json").read_bytes())
+    body = f"identities:\n  - identity: {CONDA_IDENTITY}\n    issuer: {GITHUB}\npredicateTypes: [{CONDA}]\n"
+    async with running_operator(k8s, settings(body)):
+        for name, sha in (("attested", CONDA_SUBJECT), ("other", "ab" * 32)):
+            await cluster.create(cluster.models, {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Model",
+                                                  "metadata": {"name": name, "namespace": "default"},
+                                                  "spec": {"source": "https://example.com/p.conda", "sha256": sha,
+                                                           "attestation": REF}})  # fmt: skip
+        ok = await cluster.wait("attested", phase("Ready"))
+        refused = await cluster.wait("other", phase("Failed"))
+    verified = condition(ok, "AttestationVerified")
+    assert verified is not None and verified["message"] == f"signed by {CONDA_IDENTITY}, predicate {CONDA}"
+    degraded = condition(refused, "Degraded")
+    assert (
+        degraded is not None
+        and f"attestation is for {CONDA_SUBJECT}, not the artifact" in degraded["message"]
+    )
