@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import os
 import subprocess
 from pathlib import Path
@@ -30,12 +31,79 @@ def test_envvar_signs_and_never_shows_the_value(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("MODELSEAL_TEST_KEY", "s3cret-not-a-key PRIVATE KEY-----")
     with pytest.raises(KeyFileError) as info:
         load_signer("envvar:MODELSEAL_TEST_KEY")
-    assert "s3cret" not in str(info.value) and "does not hold a PEM private key" in str(info.value)
+    assert "s3cret" not in str(info.value) and "holds neither a PEM key nor a base64" in str(info.value)
     monkeypatch.delenv("MODELSEAL_TEST_KEY")
     with pytest.raises(KeyFileError, match="environment variable MODELSEAL_TEST_KEY is not set"):
         load_signer("envvar:MODELSEAL_TEST_KEY")
     with pytest.raises(KeyFileError, match="environment variable \\(none\\) is not set"):
         load_signer("envvar:")
+    monkeypatch.setenv("MODELSEAL_TEST_KEY", " \n")  # GitHub passes a secret nobody set as ""
+    with pytest.raises(KeyFileError, match="environment variable MODELSEAL_TEST_KEY is empty"):
+        load_signer("envvar:MODELSEAL_TEST_KEY")
+
+
+def test_envvar_keeps_the_issuer_line_key_gen_writes(
+    tmp_path: Path, cli: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A CI secret holding the .key file as written: reports signed with it name its issuer.
+
+    Before, the issuer line was dropped: the report claimed "unnamed issuer", and a verifier
+    whose .pub names the issuer refused it.
+    """
+    assert cli("key", "gen", "--out", tmp_path / "ci", "--issuer", "CI pipeline").code == 0
+    monkeypatch.setenv("MODELSEAL_TEST_KEY", (tmp_path / "ci.key").read_text())
+    signer = load_signer("envvar:MODELSEAL_TEST_KEY")
+    assert signer.issuer == "CI pipeline" and signer.public.name == "CI pipeline"
+    report = tmp_path / "report.json"
+    report.write_bytes((TESTDATA / "reports" / "sample.report.json").read_bytes())
+    assert cli("sign", "--key", "envvar:MODELSEAL_TEST_KEY", "--report", report).code == 0
+    v = cli("verify", tmp_path / "report.dsse.json", "--trusted", tmp_path / "ci.pub")
+    assert v.code == 0, v.err
+    assert v.out.startswith("verified: issued by CI pipeline (confirmed: your trust list names this key)")
+
+
+def test_envvar_takes_the_key_base64_encoded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """GitLab masks only one-line values of the base64 alphabet: `base64 -w0 ci.key` is one."""
+    key = generate_key("ed25519", issuer="CI pipeline")
+    pem = f"Socair-Issuer: CI pipeline\n{key.private_pem()}"
+    monkeypatch.setenv("MODELSEAL_TEST_KEY", base64.b64encode(pem.encode()).decode())
+    signer = load_signer("envvar:MODELSEAL_TEST_KEY")
+    assert signer.public.keyid == key.public.keyid and signer.issuer == "CI pipeline"
+    wrapped = base64.encodebytes(key.private_pem().encode()).decode()  # `base64` wraps at 76 columns
+    monkeypatch.setenv("MODELSEAL_TEST_KEY", wrapped)
+    assert load_signer("envvar:MODELSEAL_TEST_KEY").public.keyid == key.public.keyid
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("s3cret!!", "holds neither a PEM key nor a base64-encoded one"),
+        (base64.b64encode(b"s3cret-bytes").decode(), "does not hold an unencrypted PEM private key"),
+        (base64.b64encode(b"\xff\xfe s3cret").decode(), "holds neither a PEM key nor a base64-encoded one"),
+        (
+            (TESTDATA / "keys" / "ed25519.pub").read_text(),
+            "holds a public key; put the private key (.key) in it",
+        ),
+        (
+            "-----BEGIN ENCRYPTED PRIVATE KEY-----\ns3cret\n-----END ENCRYPTED PRIVATE KEY-----\n",
+            "does not hold an unencrypted PEM private key",
+        ),
+        (
+            "-----BEGIN PRIVATE KEY-----\ns3cret\n-----END PRIVATE KEY-----\n",
+            "does not hold a PEM private key",
+        ),
+        ("A" * (64 * 1024 + 1), "does not hold an unencrypted PEM private key"),
+    ],
+    ids=["not-base64", "base64-not-pem", "base64-not-text", "public-key", "encrypted", "bad-pem", "huge"],
+)
+def test_envvar_refusals_never_show_the_value(
+    value: str, message: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MODELSEAL_TEST_KEY", value)
+    with pytest.raises(KeyFileError) as info:
+        load_signer("envvar:MODELSEAL_TEST_KEY")
+    assert str(info.value) == f"signer envvar:MODELSEAL_TEST_KEY: the variable {message}"
+    assert "s3cret" not in str(info.value)
 
 
 def test_file_uri_keeps_the_key_file_checks(tmp_path: Path) -> None:

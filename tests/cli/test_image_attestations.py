@@ -194,6 +194,75 @@ def test_publish_sign_key_signs_and_attaches_what_it_pushed(
     ]
 
 
+def test_publish_signs_with_a_signer_uri_and_writes_the_envelope_it_attached(
+    cli: Run, registry: Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CI: the key from a secret in the environment (never on disk); the envelope for a ConfigMap.
+
+    Before, --sign-key took only a key file (`envvar:` was read as a path), and the
+    envelope it attached could be had from the registry only.
+    """
+    key, pub = keys(cli, tmp_path)
+    monkeypatch.setenv("MODELSEAL_SIGNING_KEY", key.read_text())
+    key.unlink()
+    envelope = tmp_path / "out" / "image.dsse.json"
+    envelope.parent.mkdir()
+    r = cli("publish", "--image", f"{registry.host}/models/ci:v1", "--plain-http", "--from", SAMPLE,
+            "--primary", "model.safetensors", "--sign-key", "envvar:MODELSEAL_SIGNING_KEY", "--attestation-file", envelope,
+            "--result-file", tmp_path / "out" / "publish.json")  # fmt: skip
+    assert r.code == 0, r.err
+    image = r.out.strip()
+    doc = json.loads((tmp_path / "out" / "publish.json").read_text())
+    assert doc["image"] == image and doc["attestation"]["predicateType"] == IMAGE_PREDICATE_TYPE
+    subject = statement(envelope.read_text())["subject"]
+    assert subject == [{"name": f"{registry.host}/models/ci", "digest": {"sha256": doc["digest"][7:]}}]
+    # the file is the envelope attached: verifying it against the image finds the same referrer
+    given = cli("verify", envelope, "--image", image, "--trusted", pub, "--plain-http")
+    assert given.code == 0, given.err
+    attached = cli("verify", "--image", image, "--trusted", pub, "--plain-http", "--json")
+    assert attached.code == 0 and json.loads(attached.out)["referrer"] == doc["attestation"]["referrer"]
+
+
+@pytest.mark.parametrize("flag", ["--attestation-file", "--result-file"])
+def test_an_output_path_that_cannot_be_written_stops_publish_before_anything_is_pushed(
+    cli: Run, registry: Registry, tmp_path: Path, flag: str
+) -> None:
+    """Before, the image was pushed and tagged, and only then did the write fail (unsigned for
+    --attestation-file: the signature was never attached)."""
+    key, _ = keys(cli, tmp_path)
+    for target in (tmp_path, tmp_path / "no" / "such" / "folder.json"):
+        r = cli("publish", "--image", f"{registry.host}/models/unwritten:v1", "--plain-http", "--from", SAMPLE,
+                "--primary", "model.safetensors", "--sign-key", key, flag, target)  # fmt: skip
+        assert r.code == 3 and r.err == f"error: {flag} {target}: not a file in an existing folder\n"
+    assert registry.tags("models/unwritten") == []
+
+
+def test_attestation_file_goes_with_sign_key(cli: Run, tmp_path: Path) -> None:
+    r = cli("publish", "--image", "127.0.0.1:1/m:v1", "--from", SAMPLE, "--attestation-file", tmp_path / "e")
+    assert r.code == 2 and "--attestation-file goes with --sign-key" in r.err
+
+
+def test_publish_sign_key_takes_the_key_from_the_environment(
+    cli: Run, registry: Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The prefetchOCI Job's publisher gets its key by secretKeyRef, as ``--sign-key envvar:NAME``."""
+    key, pub = keys(cli, tmp_path)
+    monkeypatch.setenv("MODELSEAL_SIGNING_KEY", key.read_text())
+    r = cli("publish", "--image", f"{registry.host}/models/signed:v1", "--plain-http", "--from", SAMPLE,
+            "--primary", "model.safetensors", "--sign-key", "envvar:MODELSEAL_SIGNING_KEY", "--json")  # fmt: skip
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    assert cli("verify", "--image", doc["image"], "--trusted", pub, "--plain-http").code == 0
+    monkeypatch.delenv("MODELSEAL_SIGNING_KEY")
+    r = cli("publish", "--image", f"{registry.host}/models/unsigned:v1", "--plain-http", "--from", SAMPLE,
+            "--primary", "model.safetensors", "--sign-key", "envvar:MODELSEAL_SIGNING_KEY")  # fmt: skip
+    assert (r.code, r.err) == (
+        1,
+        "error: signer envvar:MODELSEAL_SIGNING_KEY: environment variable MODELSEAL_SIGNING_KEY is not set\n",
+    )
+    assert registry.tags("models/unsigned") == []
+
+
 def test_publish_with_an_unusable_sign_key_pushes_nothing(
     cli: Run, registry: Registry, tmp_path: Path
 ) -> None:
@@ -218,3 +287,27 @@ def test_a_policy_file_decides_whether_the_image_predicate_is_admitted(
         )
         r = cli("verify", "--image", image, "--policy", policy, "--plain-http")
         assert r.code == code, r.err
+
+
+def test_an_image_that_cannot_be_read_is_a_refusal_in_json_too(
+    cli: Run, registry: Registry, tmp_path: Path
+) -> None:
+    """A CI gate reading `verify --image --json` gets a verdict, not an empty file, plus the error line.
+
+    Before, an image that could not be read (gone, or bytes not matching their digest) printed
+    only the error line: a gate reading the JSON found nothing to read.
+    """
+    _, pub = keys(cli, tmp_path)
+    missing = f"oci://{registry.host}/models/absent@sha256:{'a' * 64}"
+    r = cli("verify", "--image", missing, "--trusted", pub, "--plain-http", "--json")
+    assert r.code == 1 and r.err.startswith("error: ") and len(r.err.splitlines()) == 1
+    doc = json.loads(r.out)
+    assert doc["admitted"] is False and doc["reason"] == "input_unreadable"
+    assert doc["message"] == r.err.removeprefix("error: ").rstrip("\n")
+    assert doc["image"] == missing and doc["digest"] == "sha256:" + "a" * 64 and doc["files"] == []
+    warn = cli("verify", "--image", f"oci://{registry.host}/models/absent:v1", "--trusted", pub, "--plain-http",
+               "--json", "--mode", "warn")  # fmt: skip
+    assert warn.code == 1, "an image nobody can read is not a warning"  # as before: only verdicts warn
+    assert json.loads(warn.out)["mode"] == "warn" and json.loads(warn.out)["digest"] is None
+    text = cli("verify", "--image", missing, "--trusted", pub, "--plain-http")
+    assert text.code == 1 and text.out == ""

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from modelseal.cli.publish_commands import TERMINATION_LOG_LIMIT, _compact
+from modelseal.cli.result_file import TERMINATION_LOG_LIMIT, compact
 from tests.cli.conftest import Run
 from tests.conftest import TESTDATA
 from tests.publish.fixtures import USERS
@@ -81,13 +81,13 @@ def test_termination_message_stays_under_4096_bytes() -> None:
            "fingerprint": "sha256:" + "b" * 64,
            "files": [{"path": f"shard-{i:05d}-of-00064.safetensors", "size": 2**33, "sha256": "c" * 64,
                       "layer": "sha256:" + "d" * 64, "uploaded": True} for i in range(64)]}  # fmt: skip
-    data = _compact(doc)
+    data = compact(doc)
     assert len(data) <= TERMINATION_LOG_LIMIT
     slim = json.loads(data)
     assert slim["truncated"] is True and slim["image"] == doc["image"]
     assert slim["files"] == [f"shard-{i:05d}-of-00064.safetensors" for i in range(64)]
     doc["files"] = doc["files"] * 3
-    assert json.loads(_compact(doc)) == {
+    assert json.loads(compact(doc)) == {
         **{k: doc[k] for k in ("image", "digest", "tag", "fingerprint")},
         "truncated": True,
     }
@@ -225,7 +225,7 @@ def test_result_file_in_a_folder_without_write_access_is_written_in_place(
     """A non-root container cannot create files in /dev; its termination log is written in place."""
     import os
 
-    from modelseal.cli.publish_commands import _write_result
+    from modelseal.cli.result_file import write_result
 
     folder = tmp_path / "dev"
     folder.mkdir()
@@ -234,13 +234,11 @@ def test_result_file_in_a_folder_without_write_access_is_written_in_place(
     real_access = os.access
     monkeypatch.setattr(os, "access", lambda p, mode: False if Path(p) == folder else real_access(p, mode))
     created: list[str] = []
-    monkeypatch.setattr(
-        "modelseal.cli.publish_commands.write_atomic", lambda *a, **k: created.append("atomic")
-    )
+    monkeypatch.setattr("modelseal.cli.result_file.write_atomic", lambda *a, **k: created.append("atomic"))
     doc = {"image": "oci://r/m@sha256:" + "a" * 64, "digest": "sha256:" + "a" * 64, "tag": "v1",
            "fingerprint": "sha256:" + "b" * 64, "files": []}  # fmt: skip
-    _write_result(log, doc)
+    write_result(log, doc)
     assert created == [] and json.loads(log.read_text()) == doc
     other = tmp_path / "result.json"
-    _write_result(other, doc)
+    write_result(other, doc)
     assert created == ["atomic"]  # an ordinary file still goes through temp-then-rename

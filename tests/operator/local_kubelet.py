@@ -45,6 +45,23 @@ class LocalKubelet:
         secret: dict[str, Any] = r.json()
         return secret
 
+    async def _env(self, container: dict[str, Any]) -> dict[str, str]:
+        """A container's ``env``: values, and ``secretKeyRef``s read from the Secret as the kubelet does."""
+        out = {}
+        for entry in container.get("env") or []:
+            ref = (entry.get("valueFrom") or {}).get("secretKeyRef")
+            if ref is None:
+                out[entry["name"]] = entry.get("value", "")
+                continue
+            data = (await self._secret(ref["name"])).get("data") or {}
+            if ref["key"] in data:
+                out[entry["name"]] = base64.b64decode(data[ref["key"]]).decode()
+            else:
+                assert ref.get("optional"), (
+                    f"secret {ref['name']} has no key {ref['key']}: the pod would not start"
+                )
+        return out
+
     async def run(self, job: dict[str, Any]) -> dict[str, tuple[int, str]]:
         pod = job["spec"]["template"]["spec"]
         volumes = {v["name"]: v for v in pod["volumes"]}
@@ -57,9 +74,10 @@ class LocalKubelet:
         await self.cluster.patch(f"{JOBS}/{job['metadata']['name']}/status", {"status": {"active": 1}})
         results: dict[str, tuple[int, str]] = {}
         for container in [*pod["initContainers"], *pod["containers"]]:
+            env = {**os.environ, "NO_COLOR": "1", **await self._env(container)}
             done = await asyncio.to_thread(
                 subprocess.run, [sys.executable, "-m", "modelseal", *self._mapped(container["args"])],
-                capture_output=True, text=True, timeout=120, env={**os.environ, "NO_COLOR": "1"},
+                capture_output=True, text=True, timeout=120, env=env,
             )  # fmt: skip
             message = (self.root / "termination-log").read_text() if container["name"] == "publisher" else ""
             if done.returncode != 0 and not message:  # terminationMessagePolicy: FallbackToLogsOnError

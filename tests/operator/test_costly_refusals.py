@@ -88,6 +88,7 @@ def test_an_admission_with_a_max_age_is_decided_again_each_minute(verifications:
 async def test_signatures_are_checked_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
     import threading
 
+    from modelseal.operator import model_judge as judge_module
     from modelseal.operator import reconciler as reconciler_module
     from tests.operator.test_reconciler import RecordingApi
 
@@ -98,7 +99,7 @@ async def test_signatures_are_checked_off_the_event_loop(monkeypatch: pytest.Mon
         threads.append(threading.current_thread())
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(reconciler_module, "evaluate_gate", recorded)
+    monkeypatch.setattr(judge_module, "evaluate_gate", recorded)
     api = RecordingApi({("default", "socair-trusted-keys"): KEYS,
                         ("default", "model-attestation"): envelope_cm(socair_envelope("authorized"))})  # fmt: skip
     reconciler = reconciler_module.Reconciler(ENFORCE, api, clock=lambda: FIXTURE_NOW)

@@ -7,7 +7,8 @@ from dataclasses import replace
 from typing import Any
 
 from modelseal.attest.verdict import Mode
-from modelseal.operator.prefetch import job_name, prefetch_fingerprint
+from modelseal.operator.prefetch import prefetch_fingerprint
+from modelseal.operator.publish_job import job_name
 from tests.operator.cluster import Cluster, phase, running_operator
 from tests.operator.test_prefetch_kmock import (
     COMPLETE,

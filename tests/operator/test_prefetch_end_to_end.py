@@ -92,6 +92,69 @@ async def test_prefetch_publishes_a_real_image_and_a_consumer_model_verifies_it(
     assert condition(ready, "SourceImageVerified") is None  # the publishing Model's source is not oci://
 
 
+async def test_a_signed_publication_admits_its_consumer_without_sha256(
+    k8s: Any, cluster: Cluster, registry: Registry, tmp_path: Path
+) -> None:
+    """--publisher-signing-key-secret: the Job signs what it pushed and attaches it; a Model serving the
+    image, pinned by digest with no spec.sha256 nor spec.attestation, is admitted by that attachment."""
+    from modelseal.attest.private_keys import generate_key
+
+    publisher = generate_key("ed25519")
+    await trust_the_sample_key(cluster)
+    config = base64.b64encode(b'{"auths": {}}').decode()
+    await cluster.create("/api/v1/namespaces/default/secrets", {"apiVersion": "v1", "kind": "Secret",
+                         "type": "kubernetes.io/dockerconfigjson", "metadata": {"name": "push", "namespace": "default"},
+                         "data": {".dockerconfigjson": config}})  # fmt: skip
+    await cluster.create("/api/v1/namespaces/default/secrets", {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                         "metadata": {"name": "publisher-key", "namespace": "default"},
+                         "data": {"signing.key": base64.b64encode(publisher.private_pem().encode()).decode()}})  # fmt: skip
+    await cluster.create(cluster.configmaps, {"apiVersion": "v1", "kind": "ConfigMap",
+                         "metadata": {"name": "publisher-key", "namespace": "default"},
+                         "data": {"signing.pub": publisher.public_pem()}})  # fmt: skip
+    signing = replace(settings_for(registry), publisher_signing=("default", "publisher-key"))
+    with file_server(files={"/m/model.safetensors": WEIGHTS}) as server:
+        async with running_operator(k8s, signing):
+            await new_model(cluster, "sample", {
+                "source": f"{server.url}/m/model.safetensors",
+                "prefetchOCI": {"image": f"{registry.host}/models/signed:v1", "ephemeralStorage": "1Gi",
+                                "pushSecretRef": {"name": "push"}},
+            })  # fmt: skip
+            pending = await cluster.wait(
+                "sample", lambda m: (m.get("status") or {}).get("prefetchOCI", {}).get("jobName")
+            )
+            job = (await cluster.client.get(f"{JOBS}/{pending['status']['prefetchOCI']['jobName']}")).json()
+            results = await LocalKubelet(cluster, tmp_path).run(job)
+            assert [code for code, _ in results.values()] == [0, 0], results
+            published = (await cluster.wait("sample", phase("Ready")))["status"]["prefetchOCI"]
+            await cluster.create(cluster.models, {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Model",
+                                 "metadata": {"name": "consumer", "namespace": "default"},
+                                 "spec": {"source": published["image"]}})  # fmt: skip
+            consumer = await cluster.wait("consumer", phase("Ready"))
+            # the same files pushed by someone else, unsigned: nothing admits them
+            other = push(registry.host, "models/unsigned:v1",
+                         [StagedFile("model.safetensors", SAMPLE / "model.safetensors")])  # fmt: skip
+            await cluster.create(cluster.models, {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Model",
+                                 "metadata": {"name": "unsigned", "namespace": "default"},
+                                 "spec": {"source": other.image}})  # fmt: skip
+            unsigned = await cluster.wait("unsigned", phase("Failed"))
+    assert published["message"].startswith(
+        f"published 1 file(s); signed by key {publisher.public.keyid[:16]},"
+    )
+    verified = condition(consumer, "AttestationVerified")
+    assert verified is not None and verified["status"] == "True", consumer["status"]
+    digest = published["image"].rsplit("@", 1)[1]
+    assert verified["message"].startswith(f"signed by trusted key {publisher.public.short_id}, predicate")
+    assert f"attached to image {digest} as sha256:" in verified["message"]
+    assert verified["message"].endswith(
+        "so every file of it (1 file(s)); signed by the prefetchOCI publisher's key"
+    )
+    assert condition(consumer, "SourceImageVerified") is None  # no spec.sha256: the digest binds the bytes
+    assert condition(unsigned, "AttestationVerified")["message"] == (  # type: ignore[index]
+        f"attestation rejected: attestation does not verify: no attestation is attached to {other.image}"
+        " (looked up through the referrers tag schema)"
+    )
+
+
 async def test_a_download_that_fails_its_digest_fails_the_publication(
     k8s: Any, cluster: Cluster, registry: Registry, tmp_path: Path
 ) -> None:

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from modelseal.errors import InputError
-from modelseal.operator.prefetch import build_job, job_name, plan_prefetch, prefetch_fingerprint
+from modelseal.operator.prefetch import plan_prefetch, prefetch_fingerprint
+from modelseal.operator.publish_job import SIGNING_KEY_VARIABLE, build_job, job_name
 
 MODEL: dict[str, Any] = {
     "apiVersion": "inference.llmkube.dev/v1alpha1",
@@ -53,6 +54,34 @@ def test_job_shape() -> None:
         and "affinity" in pod
     )
     assert {"name": "staging", "emptyDir": {"sizeLimit": "40Gi"}} in pod["volumes"]
+
+
+def test_the_signing_key_reaches_the_publisher_alone_by_reference() -> None:
+    unsigned = containers(build_job(MODEL, IMAGE))
+    assert not any(a.startswith("--sign-key") for a in unsigned["publisher"]["args"])
+    job = build_job(MODEL, IMAGE, signing_secret="publisher-key")
+    c = containers(job)
+    assert c["publisher"]["env"] == [
+        {"name": "MODELSEAL_SIGNING_KEY",
+         "valueFrom": {"secretKeyRef": {"name": "publisher-key", "key": "signing.key"}}},  # never optional
+    ]  # fmt: skip
+    assert f"--sign-key=envvar:{SIGNING_KEY_VARIABLE}" in c["publisher"]["args"]
+    assert "envFrom" not in c["publisher"] and "envFrom" not in c["downloader"]
+    assert "publisher-key" not in repr(c["downloader"])  # the downloader sees only HF_TOKEN
+    assert [e["name"] for e in c["downloader"]["env"]] == ["HF_TOKEN"]
+    pod = job["spec"]["template"]["spec"]
+    assert "publisher-key" not in repr(pod["volumes"])  # never mounted: no file holds it
+    assert job["metadata"]["name"] == build_job(MODEL, IMAGE)["metadata"]["name"]  # the same publication
+    # both commands parse as the real CLI parses them
+    from modelseal.cli import build_parser
+
+    parsed = build_parser().parse_args(c["publisher"]["args"])
+    assert parsed.sign_key == [f"envvar:{SIGNING_KEY_VARIABLE}"]
+
+
+def test_a_signing_secret_that_is_not_a_secret_name_is_refused() -> None:
+    with pytest.raises(InputError, match="is not a valid"):
+        build_job(MODEL, IMAGE, signing_secret="../x")
 
 
 def test_secrets_go_only_where_they_belong() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -10,7 +11,8 @@ import pytest
 
 from modelseal.errors import InputError
 from modelseal.operator.conditions import desired_status, status_patch, transitions
-from modelseal.operator.publication import JobView, Publication, failure_text, parse_result, publisher_result
+from modelseal.operator.publication import JobView, Publication, failure_text, finished, publisher_result
+from modelseal.operator.publisher_result import parse_result
 
 DIGEST = "sha256:" + "ab" * 32
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
@@ -127,6 +129,34 @@ def test_parse_result_refuses(message: str, reason: str) -> None:
     with pytest.raises(InputError) as e:
         parse_result(message, "reg.example.com/models/qwen:v1", ["model.gguf"])
     assert reason in str(e.value)
+
+
+def published_by(args: list[str], attestation: Any) -> Publication:
+    """What a Job whose publisher runs ``args`` published, its result claiming ``attestation``."""
+    job = replace(JOB, containers=(("containers", "publisher", "img", "command", "args", *args),))
+    template = {"containers": [{"name": "publisher", "image": "img", "args": args}]}
+    made = {
+        **pod({"downloader": (0, ""), "publisher": (0, result(attestation=attestation))}),
+        "spec": template,
+    }
+    return finished(job, [made], "reg.example.com/models/qwen:v1", {"model.gguf": None}, 1)
+
+
+def test_a_job_that_was_to_sign_must_report_its_attestation() -> None:
+    signs = ["publish", "--sign-key=envvar:MODELSEAL_SIGNING_KEY"]
+    attestation = {"referrer": "sha256:" + "cd" * 32, "via": "referrers API", "keys": ["ef" * 32]}
+    done = published_by(signs, attestation)
+    assert (done.phase, done.message) == (
+        "Succeeded", f"published 1 file(s); signed by key {'ef' * 8}, attached as sha256:{'cd' * 32}"
+    )  # fmt: skip
+    # a Job that was not to sign: what its result claims adds nothing
+    assert published_by(["publish"], attestation).message == "published 1 file(s)"
+    for claimed in (None, {"referrer": "sha256:12", "keys": ["ef" * 32]}, {**attestation, "keys": []},
+                    {**attestation, "keys": ["x"]}, "signed"):  # fmt: skip
+        failed = published_by(signs, claimed)
+        assert (failed.phase, failed.message) == (
+            "Failed", "the Job was to sign what it published, but the publisher's result records no attestation"
+        )  # fmt: skip
 
 
 def test_status_follows_the_publication() -> None:

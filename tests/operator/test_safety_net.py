@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from modelseal.attest.verdict import Mode
-from modelseal.operator import reconciler as reconciler_module
+from modelseal.operator import model_judge as judge_module
 from modelseal.operator.kube import KubeApi
 from modelseal.operator.reconciler import Reconciler
 from modelseal.operator.settings import OperatorSettings
@@ -35,7 +35,7 @@ def crash_on_generation_2(monkeypatch: pytest.MonkeyPatch) -> None:
             raise ValueError(f"invalid literal for int() with base 10: '{LEAK}'")
         return real(spec, *args, **kwargs)
 
-    monkeypatch.setattr(reconciler_module, "evaluate_gate", gate)
+    monkeypatch.setattr(judge_module, "evaluate_gate", gate)
 
 
 async def ready_then_generation_2(cluster: Cluster, k8s: Any, settings: OperatorSettings) -> dict[str, Any]:

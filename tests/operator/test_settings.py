@@ -92,8 +92,26 @@ def test_registry_and_publisher_flags(tmp_path: Path) -> None:
         (["--registry-config=/nonexistent/config.json"], "--registry-config /nonexistent/config.json: no such file"),
         (["--registry-ca-file=/nonexistent/ca.pem"], "--registry-ca-file /nonexistent/ca.pem: no such file"),
         (["--plain-http-registry=http://r.example.com"], "--plain-http 'http://r.example.com': give a host[:port]"),
+        (["--publisher-signing-key-secret=publishing/key"],
+         "--publisher-signing-key-secret needs --model-attestation warn or enforce"),
+        (["--model-attestation=enforce", "--model-attestation-trusted-keys=a/b", "--publisher-signing-key-secret=key"],
+         "--publisher-signing-key-secret must be namespace/name (got 'key')"),
+        (["--model-attestation=enforce", "--model-attestation-trusted-keys=a/b",
+          "--publisher-signing-key-secret=Publishing/key"], "is not a valid"),
+        (["--discover-image-attestations"], "--discover-image-attestations needs --model-attestation warn or enforce"),
     ],
 )  # fmt: skip
 def test_operator_run_flag_errors(cli: Run, flags: list[str], message: str) -> None:
     r = cli("operator", "run", *flags)
     assert r.code == 2 and r.err.startswith("error: ") and message in r.err.splitlines()[0], r.err
+
+
+def test_image_attestation_flags() -> None:
+    off = OperatorSettings.from_flags(mode="enforce", trusted_keys="a/b")
+    assert (off.publisher_signing, off.discover_image_attestations, off.discovers) == (None, False, False)
+    signing = OperatorSettings.from_flags(mode="enforce", trusted_keys="a/b",
+                                          publisher_signing_key_secret="publishing/publisher-key")  # fmt: skip
+    assert signing.publisher_signing == ("publishing", "publisher-key") and signing.discovers
+    assert not signing.discover_image_attestations  # the publisher's keys only: see attached_gate
+    discover = OperatorSettings.from_flags(mode="warn", trusted_keys="a/b", discover_image_attestations=True)
+    assert discover.discovers and discover.publisher_signing is None

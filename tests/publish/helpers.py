@@ -15,6 +15,7 @@ from modelseal.publish import layout
 from modelseal.publish.auth import Credentials
 from modelseal.publish.publisher import PublishResult, StagedFile, publish
 from modelseal.publish.reference import parse_reference
+from modelseal.publish.referrers import ARTIFACT_TYPE, Subject, artifact_manifest, referrers_tag
 from modelseal.publish.registry import RegistryClient
 
 
@@ -85,3 +86,19 @@ def file_layer(path: str, data: bytes, *, sha256: str | None = None) -> tuple[by
     notes = {layout.ANN_TITLE: path, layout.ANN_FILE_SHA256: sha256 or hashlib.sha256(data).hexdigest(),
              layout.ANN_FILE_SIZE: str(len(data))}  # fmt: skip
     return blob, notes
+
+
+def push_artifact(c: RegistryClient, subject: Subject, envelope: bytes) -> tuple[str, bytes]:
+    """An attestation artifact referring to ``subject``, pushed by digest and listed nowhere."""
+    c.upload_bytes(b"{}")
+    c.upload_bytes(envelope)
+    body = artifact_manifest(subject, envelope)
+    return c.put_manifest("sha256:" + hashlib.sha256(body).hexdigest(), body, layout.MEDIA_MANIFEST), body
+
+
+def set_referrers_index(c: RegistryClient, digest: str, entries: list[tuple[str, bytes]]) -> None:
+    """Write the referrers tag schema's index of image ``digest``: exactly ``entries``."""
+    manifests = [{"mediaType": layout.MEDIA_MANIFEST, "digest": d, "size": len(b), "artifactType": ARTIFACT_TYPE}
+                 for d, b in entries]  # fmt: skip
+    index = {"schemaVersion": 2, "mediaType": layout.MEDIA_INDEX, "manifests": manifests}
+    c.put_manifest(referrers_tag(digest), json.dumps(index).encode(), layout.MEDIA_INDEX)

@@ -36,7 +36,7 @@ from modelseal.publish.referrers import (
     referrers_tag,
 )
 from modelseal.publish.registry import RegistryClient
-from tests.publish.helpers import model_files, push, skopeo
+from tests.publish.helpers import model_files, push, push_artifact, set_referrers_index, skopeo
 from tests.publish.referrers_double import referrers_front
 from tests.publish.servers import Registry
 
@@ -153,20 +153,6 @@ def test_the_referrers_api_where_the_registry_has_it(registry: Registry, tmp_pat
     assert not any(t.startswith("sha256-") for t in registry.tags("models/m"))  # no tag schema needed
 
 
-def _push_artifact(c: RegistryClient, subject: Subject, envelope: bytes) -> tuple[str, bytes]:
-    c.upload_bytes(b"{}")
-    c.upload_bytes(envelope)
-    body = artifact_manifest(subject, envelope)
-    return c.put_manifest("sha256:" + hashlib.sha256(body).hexdigest(), body, layout.MEDIA_MANIFEST), body
-
-
-def _set_index(c: RegistryClient, digest: str, entries: list[tuple[str, bytes]]) -> None:
-    manifests = [{"mediaType": layout.MEDIA_MANIFEST, "digest": d, "size": len(b), "artifactType": ARTIFACT_TYPE}
-                 for d, b in entries]  # fmt: skip
-    index = {"schemaVersion": 2, "mediaType": layout.MEDIA_INDEX, "manifests": manifests}
-    c.put_manifest(referrers_tag(digest), json.dumps(index).encode(), layout.MEDIA_INDEX)
-
-
 def test_an_attestation_for_another_image_is_refused_with_both_digests(
     registry: Registry, tmp_path: Path
 ) -> None:
@@ -175,7 +161,7 @@ def test_an_attestation_for_another_image_is_refused_with_both_digests(
     with client(registry.host) as c:
         for_a = sign_image(c, a, [SIGNER]).envelope.to_json()
         _, b_subject = read_subject(c, b)
-        _set_index(c, b_subject.digest, [_push_artifact(c, b_subject, for_a)])
+        set_referrers_index(c, b_subject.digest, [push_artifact(c, b_subject, for_a)])
     result = verified(registry.host, b)
     assert not result.verdict.admitted and result.verdict.reason == "digest_mismatch"
     assert (
@@ -205,8 +191,8 @@ def test_a_referrer_whose_subject_is_another_image_is_not_used(registry: Registr
     b = published(registry.host, tmp_path, "models/m:b")
     with client(registry.host) as c:
         signed = sign_image(c, a, [SIGNER])
-        entry = _push_artifact(c, signed.subject, signed.envelope.to_json())  # refers to a
-        _set_index(c, b.digest or "", [entry])  # listed under b's tag
+        entry = push_artifact(c, signed.subject, signed.envelope.to_json())  # refers to a
+        set_referrers_index(c, b.digest or "", [entry])  # listed under b's tag
     result = verified(registry.host, b)
     assert not result.verdict.admitted
     assert f"referrer {entry[0]} refers to {a.digest}, not to the image {b.digest}" in result.verdict.message
@@ -218,7 +204,7 @@ def test_an_envelope_swapped_in_the_index_is_refused(registry: Registry, tmp_pat
         signed, subject = sign_image(c, ref, [SIGNER]), read_subject(c, ref)[1]
         genuine = attach(c, signed.subject, signed.envelope.to_json())
         forged = sign_image(c, ref, [OTHER]).envelope.to_json()
-        _set_index(c, subject.digest, [_push_artifact(c, subject, forged)])  # the genuine one is gone
+        set_referrers_index(c, subject.digest, [push_artifact(c, subject, forged)])  # the genuine one is gone
     result = verified(registry.host, ref)
     assert not result.verdict.admitted and result.verdict.reason == "signature_invalid"
     assert genuine.digest not in [t[0] for t in result.tried]
@@ -229,8 +215,8 @@ def test_an_index_entry_is_fetched_by_its_digest_alone(registry: Registry, tmp_p
     ref = published(registry.host, tmp_path)
     with client(registry.host) as c:
         signed = sign_image(c, ref, [SIGNER])
-        digest, body = _push_artifact(c, signed.subject, signed.envelope.to_json())
-        _set_index(c, signed.subject.digest, [(digest, body + b" " * 10)])
+        digest, body = push_artifact(c, signed.subject, signed.envelope.to_json())
+        set_referrers_index(c, signed.subject.digest, [(digest, body + b" " * 10)])
     assert verified(registry.host, ref).verdict.admitted
 
 

@@ -28,7 +28,7 @@ SAMPLE = Path(__file__).resolve().parents[2] / "testdata" / "sample-model"
 def pauses(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     """The pauses between tries, recorded instead of slept."""
     slept: list[float] = []
-    monkeypatch.setattr("modelseal.publish.registry.time.sleep", slept.append)
+    monkeypatch.setattr("modelseal.publish.registry_session.time.sleep", slept.append)
     return slept
 
 

@@ -24,7 +24,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from modelseal.attest import gojson
-from modelseal.attest.socair import check_issue_time
+from modelseal.attest.issue_time import check_issue_time
 from modelseal.attest.statement import STATEMENT_V1, Statement
 from modelseal.attest.verdict import Reason
 from modelseal.errors import InputError, VerificationError

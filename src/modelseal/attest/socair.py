@@ -17,18 +17,19 @@ from typing import Any
 
 from modelseal.attest import gojson
 from modelseal.attest.gojson import go_quote
+from modelseal.attest.issue_time import MAX_CLOCK_SKEW, check_issue_time, parse_rfc3339
 from modelseal.attest.statement import Statement
 from modelseal.attest.verdict import Reason
-from modelseal.durations import format_go_duration, round_to_minute
 from modelseal.errors import PolicyError, VerificationError
 
 __all__ = [
+    "MAX_CLOCK_SKEW",
     "PREDICATE_TYPE",
     "SCHEMA_VERSION",
     "SocairAttestation",
     "admit",
-    "check_issue_time",
     "document_hash",
+    "parse_rfc3339",
     "read_attestation",
 ]
 
@@ -43,11 +44,8 @@ STATUSES = ("PASS", "FAIL", "LEAD", "NOT_TESTED")
 #: (clocks drift). A report issued later than that is refused, with or without a
 #: max age: socair checks no time without one, but a date from the future is
 #: wrong either way, and it would pass any age limit.
-MAX_CLOCK_SKEW = timedelta(minutes=5)
 
-_SECOND = timedelta(seconds=1)
 _HEX64 = re.compile(r"[0-9a-f]{64}")
-_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})", re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -239,17 +237,6 @@ def check_document_hash(att: SocairAttestation) -> None:
         )
 
 
-def parse_rfc3339(text: str) -> datetime | None:
-    """A timezone-aware datetime, or None when ``text`` is not RFC 3339."""
-    if not _RFC3339.fullmatch(text):
-        return None
-    fixed = re.sub(r"\.(\d{6})\d+", r".\1", text.upper().replace("Z", "+00:00"))
-    try:
-        return datetime.fromisoformat(fixed)
-    except ValueError:
-        return None
-
-
 def admit(
     att: SocairAttestation,
     *,
@@ -283,33 +270,3 @@ def admit(
             f"attestation state {go_quote(att.state)} does not authorize promotion",
         )
     check_issue_time(att.issued_utc, max_age, now)
-
-
-def check_issue_time(issued_utc: str, max_age: timedelta | None, now: datetime) -> None:
-    """An issue time more than :data:`MAX_CLOCK_SKEW` ahead of ``now`` is refused; with a
-    max age, one that is older, or not RFC 3339, is refused too.
-
-    Raises:
-        PolicyError: prefixed ``attestation not admitted by policy:``.
-    """
-    issued = parse_rfc3339(issued_utc)
-    if issued is not None and issued - now > MAX_CLOCK_SKEW:
-        raise _policy_error(
-            Reason.ISSUED_IN_FUTURE,
-            f"attestation is issued in the future ({issued_utc},"
-            f" {format_go_duration((issued - now) // _SECOND * _SECOND)} from now, over the"
-            f" {format_go_duration(MAX_CLOCK_SKEW)} clock skew allowed); check the signer's clock",
-        )
-    if max_age is not None and max_age > timedelta(0):
-        if issued is None:
-            raise _policy_error(
-                Reason.ISSUED_TIME_INVALID,
-                f"issued time {go_quote(issued_utc)} is not RFC 3339, so its age cannot be checked",
-            )
-        age = now - issued
-        if age > max_age:
-            raise _policy_error(
-                Reason.TOO_OLD,
-                f"attestation is {format_go_duration(round_to_minute(age))} old, over the"
-                f" {format_go_duration(max_age)} limit; rescan the artifact",
-            )

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from modelseal import __version__
-from modelseal.cli import attest_commands, operator_commands, publish_commands
+from modelseal.cli import attest_commands, operator_commands, publish_commands, stage_commands
 from modelseal.errors import Error, UsageError
 from modelseal.text import printable
 
@@ -78,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     attest_commands.register(commands)
     publish_commands.register(commands)
-    publish_commands.register_stage(commands)
+    stage_commands.register_stage(commands)
     operator_commands.register(commands)
     _finish(parser)
     return parser

@@ -261,7 +261,7 @@ def verify_cmd(args: argparse.Namespace) -> int:
     """``modelseal verify``: exit 0 admitted (or warn), 1 refused, 2 usage."""
     from modelseal.attest.bundle_verifier import is_bundle
     from modelseal.attest.envelope import MAX_ENVELOPE_BYTES
-    from modelseal.attest.socair import parse_rfc3339
+    from modelseal.attest.issue_time import parse_rfc3339
     from modelseal.attest.verdict import Mode, Reason, Verdict
     from modelseal.attest.verifier import ExpectedDigest, evaluate
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from modelseal.errors import UsageError
+from modelseal.errors import Error, UsageError
 from modelseal.files import write_atomic
 from modelseal.text import printable
 
@@ -95,15 +96,27 @@ def attest_image(args: argparse.Namespace, keys: list[KeySigner], predicate: dic
 def verify_image_cmd(
     args: argparse.Namespace, ref: ImageReference, policy: TrustPolicy, now: datetime, envelope: bytes | None
 ) -> int:
-    """``modelseal verify --image REF [ENVELOPE]``: exit 0 admitted (or warn), 1 refused."""
-    from modelseal.attest.verdict import Mode
+    """``modelseal verify --image REF [ENVELOPE]``: exit 0 admitted (or warn), 1 refused.
+
+    An image that cannot be read (no such image, a registry error, bytes that do not match
+    their digest) is an error, exit 1 whatever the mode; with ``--json`` it is also printed as
+    a refusal (``input_unreadable``), so a gate that reads the JSON never finds it missing.
+    """
+    from modelseal.attest.verdict import Mode, Reason, Verdict
     from modelseal.cli import render
-    from modelseal.publish.image_attestations import image_policy, verify_image
+    from modelseal.publish.image_attestations import ImageVerdict, image_policy, verify_image
 
     # --predicate-type, or a policy file's predicateTypes, say what is admitted
     policy = image_policy(policy, explicit_types=bool(args.predicate_type or args.policy))
-    with _client(ref, args, push=False) as client:
-        result = verify_image(client, ref, policy, envelope=envelope, now=now)
+    try:
+        with _client(ref, args, push=False) as client:
+            result = verify_image(client, ref, policy, envelope=envelope, now=now)
+    except Error as e:
+        if args.json and not isinstance(e, UsageError):  # a gate reading the JSON gets a refusal too
+            refused = Verdict(admitted=False, reason=Reason.INPUT_UNREADABLE, message=printable(str(e)))
+            doc = {**_json(ImageVerdict(refused, ref.oci, ""), Mode(args.mode)), "digest": ref.digest}
+            print(json.dumps(doc, indent=2))
+        raise
     _warn_tag(ref, result.digest, "verified")
     mode = Mode(args.mode)
     return render.finish_verify(result.verdict, mode, _json(result, mode) if args.json else None,

@@ -78,6 +78,12 @@ def register(commands: Any) -> None:
                      help="enforce: evict the running Pods of a Model that turns refused")  # fmt: skip
     run.add_argument("--allow-plain-http-sources", action="store_true",
                      help="prefetchOCI Jobs may download http:// sources (labs only)")  # fmt: skip
+    run.add_argument("--publisher-signing-key-secret", metavar="NAMESPACE/NAME",
+                     help="prefetchOCI Jobs in NAMESPACE sign what they publish with this Secret's"
+                     " signing.key; the ConfigMap NAMESPACE/NAME's *.pub entries admit it")  # fmt: skip
+    run.add_argument("--discover-image-attestations", action="store_true",
+                     help="admit a pinned oci:// Model without spec.attestation by an attestation attached"
+                     " to its image")  # fmt: skip
     run.add_argument("--metrics-port", type=int, default=8080, metavar="PORT", help="/metrics port (0: off)")
     run.add_argument("--liveness", default="http://0.0.0.0:8081/healthz", metavar="URL",
                      help="kopf's liveness endpoint ('' to disable)")  # fmt: skip
@@ -115,6 +121,8 @@ def run_cmd(args: argparse.Namespace) -> int:
         admission_webhook_key=args.admission_webhook_key,
         evict_on_revoke=args.evict_on_revoke,
         allow_plain_http_sources=args.allow_plain_http_sources,
+        publisher_signing_key_secret=args.publisher_signing_key_secret,
+        discover_image_attestations=args.discover_image_attestations,
     )
     if not 0 <= args.metrics_port <= 65535:
         raise UsageError("--metrics-port must be between 0 and 65535")
@@ -124,9 +132,11 @@ def run_cmd(args: argparse.Namespace) -> int:
     logging.getLogger("modelseal").setLevel(logging.INFO)
     logging.info("logging in with %s", cluster)
     logging.info(
-        "model attestation policy: mode=%s trustedKeys=%s allowConditions=%s maxAge=%s modelStatus=%s",
+        "model attestation policy: mode=%s trustedKeys=%s allowConditions=%s maxAge=%s modelStatus=%s"
+        " publisherSigning=%s discoverImageAttestations=%s",
         settings.mode.value, settings.trusted_keys_ref, settings.allow_conditions, settings.max_age,
-        settings.model_status.value,
+        settings.model_status.value, "/".join(settings.publisher_signing or ()) or "off",
+        settings.discover_image_attestations,
     )  # fmt: skip
     metrics = OperatorMetrics()
     if args.metrics_port:

@@ -5,24 +5,23 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import re
-import stat
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from modelseal.cli.progress import ProgressBar, human_bytes
+from modelseal.cli.result_file import write_result
 from modelseal.errors import OperationalError, UsageError
 from modelseal.files import write_atomic
 from modelseal.text import printable
 
 if TYPE_CHECKING:
+    from modelseal.attest.signers import KeySigner
     from modelseal.attest.walk import ModelDir
 
-__all__ = ["register"]
+__all__ = ["register", "registry_options", "say"]
 
-TERMINATION_LOG_LIMIT = 4096
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
@@ -79,7 +78,13 @@ def register(commands: Any) -> None:
         "--sign-key",
         action="append",
         metavar="KEY",
-        help="sign the pushed image's digest with this private key and attach it (repeat to co-sign)",
+        help="sign the pushed image's digest with this private key or signer URI (envvar:NAME, hsm:, ...)"
+        " and attach it (repeat to co-sign)",
+    )
+    pub.add_argument(
+        "--attestation-file",
+        metavar="PATH",
+        help="with --sign-key: also write the signed envelope here (an attestation ConfigMap's content)",
     )
     registry_options(pub)
     pub.set_defaults(handler=publish_cmd)
@@ -117,11 +122,11 @@ def _client(ref: Any, args: argparse.Namespace, chunk_mib: int = 512, *, push: b
         chunk_size=chunk_mib * 2**20,
         ca_file=args.ca_file,
         push=push,
-        on_retry=_say,
+        on_retry=say,
     )
 
 
-def _say(line: str) -> None:
+def say(line: str) -> None:
     """A retry notice: one line on stderr, as it happens."""
     print(printable(line), file=sys.stderr, flush=True)
 
@@ -140,8 +145,13 @@ def publish_cmd(args: argparse.Namespace) -> int:
         raise UsageError("give the files to publish, or --from DIR")
     if args.follow_symlinks and not args.from_dir:
         raise UsageError("--follow-symlinks goes with --from DIR")
+    if args.attestation_file and not args.sign_key:
+        raise UsageError("--attestation-file goes with --sign-key")
     platform = Platform.parse(args.platform)
     signing_keys = _signing_keys(args.sign_key)  # a bad key fails before anything is pushed
+    for flag, target in (("--result-file", args.result_file), ("--attestation-file", args.attestation_file)):
+        if target and (Path(target).is_dir() or not Path(target).parent.is_dir()):  # so does a bad path
+            raise OperationalError(f"{flag} {printable(target)}: not a file in an existing folder")
     files = plan_files(args.files, _walk(args) if args.from_dir else None, args.primary)
     total = 0
     for f in files:
@@ -160,12 +170,16 @@ def publish_cmd(args: argparse.Namespace) -> int:
             reuse_from=reuse,
             progress=bar.advance,
         )
-        attestation = _sign_and_attach(client, result.reference, signing_keys) if signing_keys else None
+        attestation = (
+            _sign_and_attach(client, result.reference, signing_keys, args.attestation_file)
+            if signing_keys
+            else None
+        )
     doc = result.to_json()
     if attestation is not None:
         doc["attestation"] = attestation
     if args.result_file:
-        _write_result(Path(args.result_file), doc)
+        write_result(Path(args.result_file), doc)
     if args.json:
         print(json.dumps(doc, indent=2))
     else:
@@ -180,18 +194,22 @@ def publish_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
-def _signing_keys(paths: list[str] | None) -> list[Any]:
-    from modelseal.attest.private_keys import load_signing_key
+def _signing_keys(keys: list[str] | None) -> list[KeySigner]:
+    from modelseal.attest.signers import load_signer
 
-    return [load_signing_key(p) for p in paths or []]
+    return [load_signer(k) for k in keys or []]
 
 
-def _sign_and_attach(client: Any, reference: Any, keys: list[Any]) -> dict[str, Any]:
+def _sign_and_attach(
+    client: Any, reference: Any, keys: list[KeySigner], envelope_file: str | None
+) -> dict[str, Any]:
     """``--sign-key``: sign the image just pushed (its manifest read back by digest) and attach it."""
     from modelseal.cli.image_commands import attach_signed
     from modelseal.publish.image_attestations import sign_image
 
     signed = sign_image(client, reference, keys)
+    if envelope_file:  # written first: a file that cannot be written stops it before anything is attached
+        write_atomic(envelope_file, signed.envelope.to_json())
     attached = attach_signed(client, signed)
     return {"referrer": attached.digest, "via": attached.via, "predicateType": signed.predicate_type,
             "keys": [k.public.keyid for k in keys]}  # fmt: skip
@@ -209,47 +227,6 @@ def _walk(args: argparse.Namespace) -> ModelDir:
     if summary:
         print(f"note: {summary}", file=sys.stderr)
     return walked
-
-
-def _compact(doc: dict[str, Any]) -> bytes:
-    """The result in at most 4096 bytes, a termination message's limit.
-
-    Detail is dropped in steps when needed: first the per-file digests (the
-    files become a list of paths, primary first), then the file list. The
-    image's manifest keeps the whole record (``modelseal publish inspect``).
-    """
-    full = json.dumps(doc, separators=(",", ":")).encode()
-    if len(full) <= TERMINATION_LOG_LIMIT:
-        return full
-    paths = {**doc, "files": [f["path"] for f in doc["files"]], "truncated": True}
-    data = json.dumps(paths, separators=(",", ":")).encode()
-    if len(data) <= TERMINATION_LOG_LIMIT:
-        return data
-    keep = {k: doc[k] for k in ("image", "digest", "tag", "fingerprint", "attestation") if k in doc}
-    return json.dumps({**keep, "truncated": True}, separators=(",", ":")).encode()
-
-
-def _write_result(path: Path, doc: dict[str, Any]) -> None:
-    data = _compact(doc)
-    # A file that cannot be replaced by a rename is written in place: a special file, a
-    # bind mount (a container's /dev/termination-log), or one in a folder we may not create
-    # files in (/dev for a non-root container).
-    try:
-        in_place = path.exists() and (
-            not stat.S_ISREG(path.stat().st_mode)
-            or os.path.ismount(path)
-            or not os.access(path.parent, os.W_OK)
-        )
-    except OSError:
-        in_place = False
-    if not in_place:
-        write_atomic(path, data)
-        return
-    try:
-        with path.open("wb") as f:
-            f.write(data)
-    except OSError as e:
-        raise OperationalError(f"write {path}: {e.strerror or e}") from None
 
 
 def inspect_cmd(args: argparse.Namespace) -> int:
@@ -302,58 +279,4 @@ def inspect_cmd(args: argparse.Namespace) -> int:
     for f, path in zip(info["files"], paths, strict=True):
         size = human_bytes(f["size"]) if f["size"] is not None else "?"
         print(f"  {path.ljust(width)}  {size:>10}  {printable(f['sha256'] or '(not recorded)')}")
-    return 0
-
-
-def register_stage(commands: Any) -> None:
-    """Add ``stage`` (the prefetch Job's downloader) to the ``modelseal`` parser."""
-    st = commands.add_parser("stage", help="download a Model's files into a folder, verified (for publish)")
-    st.add_argument(
-        "files", nargs="*", metavar="FILE", help="spec.files entries (relative to --source, or URLs)"
-    )
-    st.add_argument("--to", required=True, metavar="DIR", help="the staging folder")
-    st.add_argument("--source", metavar="SRC", help="spec.source: a URL, hf://org/repo[@rev] or a local path")
-    st.add_argument("--sha256", metavar="HEX", help="spec.sha256 (a single file)")
-    st.add_argument("--file-sha256", action="append", metavar="FILE=HEX", help="spec.fileSha256 entries")
-    st.add_argument(
-        "--download-concurrency", type=int, default=1, metavar="N", help="files at once (1-16, default 1)"
-    )
-    st.add_argument("--download-max-in-flight", metavar="SIZE", help="cap on bytes in flight, e.g. 90Gi")
-    st.add_argument("--retries", type=int, default=5, metavar="N", help="retries per file (default 5)")
-    st.add_argument("--json", action="store_true", help="print the staged files as JSON")
-    st.add_argument(
-        "--no-fsync", dest="fsync", action="store_false",
-        help="do not flush each file to disk before it is renamed into place (for a folder that"
-        " does not outlive its node, such as the prefetch Job's emptyDir)",
-    )  # fmt: skip
-    st.set_defaults(handler=stage_cmd)
-
-
-def stage_cmd(args: argparse.Namespace) -> int:
-    """``modelseal stage``: exit 0 staged, 1 a digest mismatch or bad input, 3 a source failed."""
-    from modelseal.publish.sources import plan_stage
-    from modelseal.publish.stage import Stager, parse_quantity
-
-    if not 1 <= args.download_concurrency <= 16:
-        raise UsageError("--download-concurrency must be between 1 and 16")
-    pins: dict[str, str] = {}
-    for item in args.file_sha256 or []:
-        name, sep, digest = item.rpartition("=")
-        if not sep or not name:
-            raise UsageError(f"--file-sha256 {item!r}: want FILE=HEX")
-        pins[name] = digest
-    plans = plan_stage(args.source, args.files, sha256=args.sha256, file_sha256=pins)
-    cap = parse_quantity(args.download_max_in_flight) if args.download_max_in_flight else None
-    token = os.environ.get("HF_TOKEN") or None
-    with ProgressBar("staging", lines=True) as bar, Stager(
-        Path(args.to), concurrency=args.download_concurrency, max_in_flight=cap, retries=args.retries,
-        hf_token=token, progress=bar.advance, on_retry=_say, fsync=args.fsync,
-    ) as stager:  # fmt: skip
-        staged = stager.stage(plans)
-    if args.json:
-        print(json.dumps([{"path": s.dest, "size": s.size, "sha256": s.sha256, "restarts": s.restarts,
-                           "skipped": s.skipped} for s in staged], indent=2))  # fmt: skip
-    else:
-        for s in staged:
-            print(f"{s.sha256}  {s.size:>12}  {printable(s.dest)}{'  (already staged)' if s.skipped else ''}")
     return 0

@@ -9,7 +9,9 @@ publication of the current fingerprint: ``Pending`` until its Job's pod
 runs, then ``Downloading``,
 ``Failed`` (Degraded, reason ``PublicationFailed``) when it fails. While an
 ``oci://`` source's bytes are read, the Model is ``Pending`` (``SourceImageVerified``
-False, reason ``VerifyingSourceImage``).
+False, reason ``VerifyingSourceImage``), and so it is, in enforce mode, while
+the attestations attached to its image are first read (``AttestationVerified``
+False, reason ``VerifyingImageAttestations``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from datetime import datetime
 from typing import Any
 
 from modelseal.attest.verdict import Mode
+from modelseal.operator.attached_gate import REASON_VERIFYING_ATTACHED
 from modelseal.operator.gate import REASON_INTERNAL_ERROR, REASON_REJECTED, GateOutcome
 from modelseal.operator.publication import FAILED, PENDING, SUCCEEDED, Publication
 from modelseal.operator.source_image import (
@@ -147,6 +150,9 @@ def desired_status(
 
     if outcome is not None and outcome.blocks:
         return failed(outcome.reason, outcome.message)
+    if outcome is not None and outcome.pending and outcome.mode is Mode.ENFORCE:
+        set_condition(conditions, AVAILABLE, False, outcome.reason, outcome.message, generation, now)
+        return {**out, "phase": "Pending", "conditions": conditions}
     if outcome is not None and outcome.mode is Mode.ENFORCE and _unbound(outcome, source):
         return failed(
             REASON_REJECTED, "attestation rejected: the signed files were not compared with the image"
@@ -220,7 +226,8 @@ def transitions(current: Mapping[str, Any], desired: Mapping[str, Any]) -> list[
         if new is not None and (
             old is None or (old.get("status"), old.get("message")) != (new["status"], new["message"])
         ):
-            kind = "Normal" if new["status"] == "True" or new["reason"] == REASON_VERIFYING else "Warning"
+            waiting = new["reason"] in (REASON_VERIFYING, REASON_VERIFYING_ATTACHED)
+            kind = "Normal" if new["status"] == "True" or waiting else "Warning"
             out.append(Transition(kind, new["reason"], new["message"]))
     before_pub, after_pub = current.get("prefetchOCI") or {}, desired.get("prefetchOCI") or {}
     if after_pub and (before_pub.get("phase"), before_pub.get("fingerprint")) != (

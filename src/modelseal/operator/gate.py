@@ -119,13 +119,14 @@ class GateOutcome:
     message: str
     code: Reason
     verdict: Verdict | None = None
+    pending: bool = False  # not decided yet: the attestations attached to the image are being read
     #: an admitted OMS signature's files, which the image must hold (the source check compares)
     binding: SignedFiles | None = None
 
     @property
     def blocks(self) -> bool:
-        """Only enforce mode refuses."""
-        return self.mode is Mode.ENFORCE and not self.admitted
+        """Only enforce mode refuses (an undecided Model waits instead)."""
+        return self.mode is Mode.ENFORCE and not self.admitted and not self.pending
 
     @classmethod
     def internal_error(cls, mode: Mode, message: str) -> GateOutcome:

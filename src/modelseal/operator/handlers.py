@@ -15,7 +15,7 @@ from typing import Any
 import kopf
 
 from modelseal.operator.kube import KubeApi
-from modelseal.operator.prefetch import MANAGED_BY
+from modelseal.operator.publish_job import MANAGED_BY
 from modelseal.operator.reconciler import Reconciler
 from modelseal.operator.settings import GROUP, PLURAL, VERSION
 from modelseal.operator.webhook import serve as serve_webhook

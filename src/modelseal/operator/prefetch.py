@@ -1,17 +1,10 @@
-"""``spec.prefetchOCI`` as pure functions: admission rules, fingerprint, and the Job.
+"""``spec.prefetchOCI`` as pure functions: the admission rules and the fingerprint.
 
-The Job stages the Model's files with ``modelseal stage`` (an init container,
-the only one that sees ``sourceSecretRef``) into an emptyDir sized by
-``ephemeralStorage``, then ``modelseal publish`` (the only container that
-mounts ``pushSecretRef``) pushes them and hands back its result through its
-termination message.
-
-A Job downloads remote sources only (``https://``, ``hf://``; ``http://`` with
-the operator's ``--allow-plain-http-sources``): a local path or ``file://``
-would publish the downloader's own files (``/proc/self/environ`` holds its
-credentials). Of ``sourceSecretRef`` the downloader gets only the keys it
-reads (``HF_TOKEN``, for Hugging Face sources), each by ``secretKeyRef``,
-never the whole Secret.
+What a Model may ask a publication Job to do is decided here; the Job itself
+is built by :mod:`modelseal.operator.publish_job`. A Job downloads remote
+sources only (``https://``, ``hf://``; ``http://`` with the operator's
+``--allow-plain-http-sources``): a local path or ``file://`` would publish
+the downloader's own files (``/proc/self/environ`` holds its credentials).
 """
 
 from __future__ import annotations
@@ -23,20 +16,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from modelseal.errors import Error, InputError
-from modelseal.operator.names import check_label, check_subdomain
-from modelseal.operator.publication import FINGERPRINT_ANNOTATION
-from modelseal.operator.settings import GROUP, VERSION
+from modelseal.operator.names import check_subdomain
 from modelseal.publish.reference import parse_reference
-from modelseal.publish.sources import HF_HOST, StagePlan, plan_stage, public_url
+from modelseal.publish.sources import StagePlan, plan_stage, public_url
 from modelseal.publish.stage import parse_quantity
 
-__all__ = ["SOURCE_SECRET_KEYS", "build_job", "job_name", "plan_prefetch", "prefetch_fingerprint"]
-
-STAGING = "/staging"
-DOCKER_CONFIG = "/docker-config"
-MANAGED_BY = "modelseal-operator"
-#: the keys of sourceSecretRef that ``modelseal stage`` reads, by the host they are for
-SOURCE_SECRET_KEYS = {HF_HOST: ("HF_TOKEN",)}
+__all__ = ["file_pins", "plan_prefetch", "prefetch_fingerprint", "secret_ref_name", "stage_entries"]
 
 
 def _remote_only(plans: list[StagePlan], allow_plain_http: bool) -> None:
@@ -62,7 +47,7 @@ def _remote_only(plans: list[StagePlan], allow_plain_http: bool) -> None:
         )
 
 
-def _secret_name(ref: object, field: str) -> str | None:
+def secret_ref_name(ref: object, field: str) -> str | None:
     """``<field>.name``, checked; None when the reference is absent or names nothing.
 
     Raises:
@@ -125,9 +110,9 @@ def plan_prefetch(spec: Mapping[str, Any], *, allow_plain_http: bool = False) ->
         parse_reference(image, require="tag")
     except Error as e:
         raise InputError(f"spec.prefetchOCI.image: {e}") from None
-    if _secret_name(oci.get("pushSecretRef"), "spec.prefetchOCI.pushSecretRef") is None:
+    if secret_ref_name(oci.get("pushSecretRef"), "spec.prefetchOCI.pushSecretRef") is None:
         raise InputError("spec.prefetchOCI.pushSecretRef names no kubernetes.io/dockerconfigjson Secret")
-    _secret_name(spec.get("sourceSecretRef"), "spec.sourceSecretRef")
+    secret_ref_name(spec.get("sourceSecretRef"), "spec.sourceSecretRef")
     _pod_extras(spec)
     storage = oci.get("ephemeralStorage")
     if not isinstance(storage, str) or not storage:
@@ -142,12 +127,12 @@ def plan_prefetch(spec: Mapping[str, Any], *, allow_plain_http: bool = False) ->
         raise InputError("spec.sha256 must be a string")
     if source is not None and not isinstance(source, str):
         raise InputError("spec.source must be a string")
-    plans = plan_stage(source or None, _entries(spec), sha256=sha256, file_sha256=_pins(spec))
+    plans = plan_stage(source or None, stage_entries(spec), sha256=sha256, file_sha256=file_pins(spec))
     _remote_only(plans, allow_plain_http)
     return plans, image
 
 
-def _entries(spec: Mapping[str, Any]) -> list[str]:
+def stage_entries(spec: Mapping[str, Any]) -> list[str]:
     """``spec.files`` then ``spec.mmproj``: what the downloader is asked to stage."""
     files, mmproj = spec.get("files") or [], spec.get("mmproj") or ""
     if (
@@ -159,7 +144,7 @@ def _entries(spec: Mapping[str, Any]) -> list[str]:
     return [*files, mmproj] if mmproj else list(files)
 
 
-def _pins(spec: Mapping[str, Any]) -> dict[str, str]:
+def file_pins(spec: Mapping[str, Any]) -> dict[str, str]:
     pins = spec.get("fileSha256") or {}
     if not isinstance(pins, dict) or not all(isinstance(v, str) for v in pins.values()):
         raise InputError("spec.fileSha256 must map file entries to SHA-256 strings")
@@ -186,142 +171,3 @@ def prefetch_fingerprint(spec: Mapping[str, Any]) -> str:
         "image": oci.get("image", "") if isinstance(oci, dict) else "",
     }
     return "sha256:" + hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
-
-
-def job_name(model: str, fingerprint: str) -> str:
-    """``<model>-publish-<8 hex>``, at most 63 characters."""
-    suffix = f"-publish-{fingerprint.removeprefix('sha256:')[:8]}"
-    return model[: 63 - len(suffix)].rstrip("-.") + suffix
-
-
-def _source_env(spec: Mapping[str, Any], plans: list[StagePlan]) -> list[dict[str, Any]]:
-    """The downloader's environment: each key it reads from sourceSecretRef, for the hosts it is for."""
-    secret = _secret_name(spec.get("sourceSecretRef"), "spec.sourceSecretRef")
-    if secret is None:
-        return []
-    hosts = {urllib.parse.urlsplit(p.origin).hostname for p in plans}
-    keys = sorted({k for host, names in SOURCE_SECRET_KEYS.items() if host in hosts for k in names})
-    # optional: a public repository needs no token, and the Secret may leave the key out
-    return [
-        {"name": k, "valueFrom": {"secretKeyRef": {"name": secret, "key": k, "optional": True}}} for k in keys
-    ]
-
-
-def build_job(
-    model: Mapping[str, Any],
-    image: str,
-    *,
-    plain_http: frozenset[str] = frozenset(),
-    allow_plain_http_sources: bool = False,
-) -> dict[str, Any]:
-    """The Job that stages and publishes ``model``'s files; ``image`` is modelseal's own image.
-
-    ``plain_http`` are the registries the operator was told speak plain HTTP
-    (``--plain-http``); a destination among them is pushed to that way.
-
-    Raises:
-        InputError: the Model's prefetchOCI cannot be admitted (see :func:`plan_prefetch`),
-            or its name or namespace is not a valid Kubernetes name.
-    """
-    meta, spec = model.get("metadata") or {}, model.get("spec") or {}
-    plans, destination = plan_prefetch(spec, allow_plain_http=allow_plain_http_sources)
-    oci = spec["prefetchOCI"]
-    storage = oci["ephemeralStorage"]
-    fingerprint = prefetch_fingerprint(spec)
-    name = check_subdomain(meta.get("name"), "the Model's name")
-    namespace = check_label(meta.get("namespace"), "the Model's namespace")
-    # every value as --flag=value and the file entries after "--": no entry can pose as an option
-    stage_args = ["stage", f"--to={STAGING}"]
-    if spec.get("source"):
-        stage_args.append(f"--source={spec['source']}")
-    if spec.get("sha256"):
-        stage_args.append(f"--sha256={spec['sha256']}")
-    for entry, digest in sorted(_pins(spec).items()):
-        stage_args.append(f"--file-sha256={entry}={digest}")
-    if spec.get("downloadConcurrency"):
-        stage_args.append(f"--download-concurrency={spec['downloadConcurrency']}")
-    if spec.get("downloadMaxInFlightSize"):
-        stage_args.append(f"--download-max-in-flight={spec['downloadMaxInFlightSize']}")
-    stage_args.append("--no-fsync")  # the staging emptyDir dies with the node: a flush buys nothing
-    stage_args += ["--", *_entries(spec)]  # `modelseal stage` resolves them exactly as plan_prefetch did
-    publish_args = ["publish", f"--image={destination}", f"--from={STAGING}", f"--primary={plans[0].dest}",
-                    "--result-file=/dev/termination-log", f"--docker-config={DOCKER_CONFIG}"]  # fmt: skip
-    if spec.get("source"):  # recorded in the image, without a signed URL's query (publish drops it)
-        publish_args.append(f"--source={spec['source']}")
-    if parse_reference(destination).registry in plain_http:
-        publish_args.append("--plain-http")
-    storage_resources = {
-        "requests": {"ephemeral-storage": storage, "cpu": "100m", "memory": "64Mi"},
-        "limits": {"ephemeral-storage": storage, "memory": "1Gi"},
-    }
-    hardened = {
-        "allowPrivilegeEscalation": False,
-        "readOnlyRootFilesystem": True,
-        "capabilities": {"drop": ["ALL"]},
-    }
-    downloader: dict[str, Any] = {
-        "name": "downloader", "image": image, "args": stage_args, "resources": storage_resources,
-        "terminationMessagePolicy": "FallbackToLogsOnError",
-        "volumeMounts": [{"name": "staging", "mountPath": STAGING}], "securityContext": hardened,
-    }  # fmt: skip
-    env = _source_env(spec, plans)
-    if env:
-        downloader["env"] = env
-    publisher = {
-        "name": "publisher", "image": image, "args": publish_args, "resources": storage_resources,
-        "terminationMessagePolicy": "FallbackToLogsOnError", "securityContext": hardened,
-        "volumeMounts": [{"name": "staging", "mountPath": STAGING, "readOnly": True},
-                         {"name": "docker-config", "mountPath": DOCKER_CONFIG, "readOnly": True}],
-    }  # fmt: skip
-    pod: dict[str, Any] = {
-        "restartPolicy": "Never",
-        "automountServiceAccountToken": False,  # neither container talks to the API server
-        "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "fsGroup": 65532,
-                            "seccompProfile": {"type": "RuntimeDefault"}},
-        "initContainers": [downloader],
-        "containers": [publisher],
-        "volumes": [
-            {"name": "staging", "emptyDir": {"sizeLimit": storage}},
-            {"name": "docker-config", "secret": {
-                "secretName": _secret_name(oci["pushSecretRef"], "spec.prefetchOCI.pushSecretRef"),
-                "items": [{"key": ".dockerconfigjson", "path": "config.json"}],
-            }},
-        ],
-    }  # fmt: skip
-    if spec.get("prefetchNodeSelector"):
-        pod["nodeSelector"] = dict(spec["prefetchNodeSelector"])
-    if spec.get("prefetchTolerations"):
-        pod["tolerations"] = list(spec["prefetchTolerations"])
-    if spec.get("prefetchAffinity"):
-        pod["affinity"] = dict(spec["prefetchAffinity"])
-    labels = {
-        "app.kubernetes.io/name": "modelseal",
-        "app.kubernetes.io/component": "model-publish",
-        "app.kubernetes.io/managed-by": MANAGED_BY,
-        "inference.llmkube.dev/model": name[:63].rstrip("-."),  # a label value ends alphanumeric
-    }
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            "name": job_name(name, fingerprint),
-            "namespace": namespace,
-            "labels": labels,
-            "annotations": {FINGERPRINT_ANNOTATION: fingerprint},
-            "ownerReferences": [
-                {
-                    "apiVersion": f"{GROUP}/{VERSION}",
-                    "kind": "Model",
-                    "name": name,
-                    "uid": meta.get("uid", ""),
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
-        },
-        "spec": {
-            "backoffLimit": 2,
-            "ttlSecondsAfterFinished": 86400,
-            "template": {"metadata": {"labels": labels}, "spec": pod},
-        },
-    }

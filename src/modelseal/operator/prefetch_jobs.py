@@ -6,6 +6,14 @@ is followed rather than made again. A failed publication is retried only
 when its Job is gone (deleted by hand, or by its TTL after a day): backoff
 already spent the Job's own retries.
 
+With ``--publisher-signing-key-secret NS/NAME`` the Job of an admitted Model
+signs what it publishes with the Secret's ``signing.key``. A Pod reads
+Secrets of its own namespace only, and the key is not copied anywhere, so
+only Models in ``NS`` may publish; a Model elsewhere is refused, and a
+missing Secret or entry is refused before any Job is made. A Model whose
+attestation is not admitted (warn mode) is published unsigned: the
+signature says the operator admitted what it published.
+
 Only the Job the operator created is believed: its uid is recorded when it
 is created (``status.prefetchOCI.jobUid``, which survives a restart), and a
 Job of the right name, owner and fingerprint with another uid (made by
@@ -19,10 +27,10 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from modelseal.errors import Error, KubeError
+from modelseal.errors import Error, InputError, KubeError
 from modelseal.operator.kube import KubeApi
 from modelseal.operator.names import check_label, check_subdomain
-from modelseal.operator.prefetch import build_job, job_name, plan_prefetch, prefetch_fingerprint
+from modelseal.operator.prefetch import plan_prefetch, prefetch_fingerprint
 from modelseal.operator.publication import (
     FAILED,
     PENDING,
@@ -32,6 +40,7 @@ from modelseal.operator.publication import (
     Publication,
     finished,
 )
+from modelseal.operator.publish_job import SIGNING_KEY_ENTRY, build_job, job_name
 
 __all__ = ["PrefetchJobs", "current_publication"]
 
@@ -67,8 +76,10 @@ class PrefetchJobs:
         plain_http: frozenset[str] = frozenset(),
         *,
         allow_plain_http_sources: bool = False,
+        signing: tuple[str, str] | None = None,
     ) -> None:
         self.publisher_image = publisher_image
+        self.signing = signing  # (namespace, name) of the signing key Secret
         self.plain_http = plain_http
         self.allow_plain_http_sources = allow_plain_http_sources
         self.jobs: dict[JobKey, dict[str, Any]] = {}
@@ -95,12 +106,41 @@ class PrefetchJobs:
             return f"push secret {namespace}/{name} is of type {kind or 'unset'}, want {DOCKERCONFIGJSON}"
         return None
 
+    def _signing_namespace_problem(self, namespace: str) -> str | None:
+        if self.signing is None or self.signing[0] == namespace:
+            return None
+        where = "/".join(self.signing)
+        return (
+            f"the operator signs publications with Secret {where} (--publisher-signing-key-secret), which"
+            f" Pods in namespace {namespace} cannot read: publish from namespace {self.signing[0]}"
+        )
+
+    async def _signing_secret_problem(self, api: KubeApi) -> str | None:
+        assert self.signing is not None
+        where = "/".join(self.signing)
+        try:  # only the key names are kept: the private key is never held, logged or compared
+            found = await api.secret_type(*self.signing)
+        except KubeError as e:
+            return f"signing key secret {where}: {e}"
+        if found is None:
+            return f"signing key secret {where} (--publisher-signing-key-secret) not found"
+        if SIGNING_KEY_ENTRY not in found[1]:
+            return f"signing key secret {where} has no {SIGNING_KEY_ENTRY} entry (a PKCS#8 PEM private key)"
+        return None
+
     async def follow(
-        self, api: KubeApi, model: Mapping[str, Any], generation: int, *, fresh: bool = False
+        self,
+        api: KubeApi,
+        model: Mapping[str, Any],
+        generation: int,
+        *,
+        fresh: bool = False,
+        admitted: bool = False,
     ) -> Publication:
         """The publication's state now, after creating its Job when one is due.
 
-        ``fresh`` reads the Job from the API rather than the watch's copy.
+        ``fresh`` reads the Job from the API rather than the watch's copy;
+        ``admitted``: the Model's attestation is admitted, so a Job made now signs.
         """
         meta, spec = model.get("metadata") or {}, model.get("spec") or {}
         namespace, name, uid = (
@@ -116,6 +156,9 @@ class PrefetchJobs:
             plans, destination = plan_prefetch(spec, allow_plain_http=self.allow_plain_http_sources)
             check_label(namespace, "the Model's namespace")
             check_subdomain(name, "the Model's name")
+            problem = self._signing_namespace_problem(namespace)
+            if problem is not None:
+                raise InputError(problem)
         except Error as e:
             return Publication(FAILED, fingerprint, generation, message=f"prefetchOCI refused: {e}")
         job = job_name(name, fingerprint)
@@ -127,13 +170,20 @@ class PrefetchJobs:
             if body is None:
                 body = await api.read_job(namespace, job)
             if body is None:
+                key_secret = self.signing[1] if self.signing is not None and admitted else None
                 problem = await self._push_secret_problem(api, namespace, spec)
+                if problem is None and key_secret is not None:
+                    problem = await self._signing_secret_problem(api)
                 if problem is not None:
                     return Publication(
                         FAILED, fingerprint, generation, message=f"prefetchOCI refused: {problem}"
                     )
+                if self.signing is not None and key_secret is None:
+                    _logger.warning("Model %s/%s: its attestation is not admitted: its Job will not sign",
+                                    namespace, name)  # fmt: skip
                 manifest = build_job(model, self.publisher_image, plain_http=self.plain_http,
-                                     allow_plain_http_sources=self.allow_plain_http_sources)  # fmt: skip
+                                     allow_plain_http_sources=self.allow_plain_http_sources,
+                                     signing_secret=key_secret)  # fmt: skip
                 body, created = await api.create_job(manifest)
                 if created:
                     ours = self.created[(namespace, job)] = JobView.from_object(body).uid

@@ -4,18 +4,18 @@ Pure: the reconciler reads the Job and its pods and hands them here. The
 publication moves Pending -> Running -> Succeeded or Failed; Succeeded
 requires the publisher's termination message to name the planned
 destination, pinned by digest, and the planned files, primary first.
-Anything else fails closed, with a one-line reason.
+Anything else fails closed, with a one-line reason
+(:mod:`modelseal.operator.publisher_result` reads the result).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from modelseal.errors import Error, InputError
-from modelseal.publish.reference import parse_reference
+from modelseal.errors import InputError
+from modelseal.operator.publisher_result import parse_result, signed_result
 
 __all__ = [
     "FINGERPRINT_ANNOTATION",
@@ -23,7 +23,6 @@ __all__ = [
     "Publication",
     "failure_text",
     "finished",
-    "parse_result",
     "publisher_result",
 ]
 
@@ -192,53 +191,6 @@ def failure_text(pods: Sequence[Mapping[str, Any]], job: JobView) -> str:
     return _one_line(job.reason) or "the Job failed"
 
 
-def parse_result(
-    message: str, destination: str, files: Sequence[str], pins: Mapping[str, str] | None = None
-) -> tuple[str, tuple[str, ...]]:
-    """The published image and files from the publisher's termination message.
-
-    ``destination`` is ``spec.prefetchOCI.image``, ``files`` the planned
-    image paths, primary first, and ``pins`` their pinned SHA-256s. A result
-    naming another repository, no digest, other files, or a digest other than
-    a file's pin is refused.
-
-    Raises:
-        InputError: the message is not the publisher's result for this plan.
-    """
-    try:
-        doc = json.loads(message)
-    except ValueError:
-        raise InputError("the publisher's termination message is not its JSON result") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("image"), str):
-        raise InputError("the publisher's result names no image")
-    image = doc["image"]
-    try:
-        got, want = parse_reference(image, allow_oci_scheme=True), parse_reference(destination)
-    except Error as e:
-        raise InputError(f"the publisher's result: {e}") from None
-    if not image.startswith("oci://") or got.digest is None or got.tag is not None:
-        raise InputError(f"the publisher's result {image!r} is not oci://...@sha256:<digest>")
-    if (got.registry, got.repository) != (want.registry, want.repository):
-        raise InputError(f"the publisher reported {image}, not an image in {want.registry}/{want.repository}")
-    listed = doc.get("files")
-    if listed is None:  # compacted away: the plan is what was published, primary first
-        return image, tuple(files)
-    if not isinstance(listed, list):
-        raise InputError("the publisher's result has a malformed file list")
-    paths = [f.get("path") if isinstance(f, dict) else f for f in listed]
-    if paths != list(files):
-        raise InputError(f"the publisher published {paths}, not the planned {list(files)}")
-    for entry in listed:
-        if not isinstance(entry, dict):
-            continue  # compacted to paths: the downloader checked the pins
-        pinned = (pins or {}).get(str(entry.get("path")))
-        if pinned is not None and entry.get("sha256") != pinned.lower():
-            raise InputError(
-                f"the publisher recorded {entry.get('sha256')} for {entry['path']}, not the pinned {pinned}"
-            )
-    return image, tuple(files)
-
-
 def finished(
     job: JobView,
     pods: Sequence[Mapping[str, Any]],
@@ -263,9 +215,11 @@ def finished(
             " delete the Job to publish again"
         )
     files = list(pins)
+    signs = any(arg.startswith("--sign-key=") for c in job.containers if c[1] == "publisher" for arg in c)
     try:
         image, published = parse_result(result, destination, files, {k: v for k, v in pins.items() if v})
+        signed = f"; {signed_result(result)}" if signs else ""
     except InputError as e:
         return failed(str(e))
     return Publication(SUCCEEDED, job.fingerprint, generation, job.name, image, published,
-                       f"published {len(published)} file(s)")  # fmt: skip
+                       f"published {len(published)} file(s){signed}")  # fmt: skip

@@ -6,10 +6,9 @@ Model, for the trusted keys), and a periodic pass re-verifies refused Models
 every minute and admitted ones every ``--recheck-interval``, bounding how long a
 revoked key keeps a Model Ready.
 
-Every decision about a Model goes through :meth:`Reconciler.judge`, which
-turns an exception nobody expected into a refusal with reason
-``InternalError`` (see :mod:`modelseal.operator.judgement`). A status that
-cannot be written is retried with the refused Models.
+Each Model is decided by :meth:`ModelJudge.judge
+<modelseal.operator.model_judge.ModelJudge.judge>`, which never raises. A
+status that cannot be written is retried with the refused Models.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Hashable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,22 +25,14 @@ from modelseal.attest.verdict import Mode
 from modelseal.errors import KubeError
 from modelseal.operator.admission import ModelVerdict
 from modelseal.operator.eviction import Evictions
-from modelseal.operator.gate import (
-    ConfigMapRead,
-    GateOutcome,
-    evaluate_gate,
-    pinned_image,
-    referenced_configmap,
-)
-from modelseal.operator.judgement import Judgement, generation_of, internal_error, unexpected
+from modelseal.operator.gate import ConfigMapRead, GateOutcome, referenced_configmap
+from modelseal.operator.judgement import generation_of, unexpected
 from modelseal.operator.kube import KubeApi
 from modelseal.operator.metrics import OperatorMetrics
+from modelseal.operator.model_judge import ModelJudge
 from modelseal.operator.model_status import ModelStatus
-from modelseal.operator.names import is_subdomain
-from modelseal.operator.prefetch_jobs import PrefetchJobs
-from modelseal.operator.publication import FAILED, Publication
+from modelseal.operator.publication import FAILED
 from modelseal.operator.settings import OperatorSettings
-from modelseal.operator.source_image import SourceCheck, SourceImageChecker
 from modelseal.operator.verdict_cache import VerdictCache
 
 __all__ = ["ModelKey", "Reconciler"]
@@ -61,8 +52,8 @@ class _Checked:
     blocked: bool
 
 
-class Reconciler:
-    """Applies the gate to Models through a :class:`KubeApi`."""
+class Reconciler(ModelJudge):
+    """Applies the gate to Models through a :class:`KubeApi`, remembering what the watches showed."""
 
     def __init__(
         self,
@@ -73,23 +64,15 @@ class Reconciler:
         cache: VerdictCache | None = None,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
-        self.settings = settings
-        self.api = api
-        self.metrics = metrics or OperatorMetrics()
+        super().__init__(
+            settings, api, metrics or OperatorMetrics(), cache or VerdictCache(), self._judge_again
+        )
         self.metrics.phases = lambda: [m["status"].get("phase") for m in self.models.values()]
-        self.cache = cache or VerdictCache()
         self.clock = clock
         self.models: dict[ModelKey, dict[str, Any]] = {}
         self.checked: dict[ModelKey, _Checked] = {}
-        self.configmaps: dict[tuple[str, str], ConfigMapRead] = {}
         self._locks: dict[ModelKey, asyncio.Lock] = {}
         self._retired: list[KubeApi] = []
-        self.publications = PrefetchJobs(
-            settings.publisher_image,
-            settings.registry_access.plain_http,
-            allow_plain_http_sources=settings.allow_plain_http_sources,
-        )
-        self.sources = SourceImageChecker(settings.registry_access, on_settled=self._judge_again)
         self.status = ModelStatus(settings.model_status, self.metrics)
         self.evictions = Evictions(self.metrics)
         #: the latest verdict per Model, which the admission webhook answers from
@@ -102,8 +85,8 @@ class Reconciler:
         self.api = api
 
     async def close(self) -> None:
-        """Stop the source checks; close every API client this reconciler used."""
-        await self.sources.close()
+        """Stop the background checks; close every API client this reconciler used."""
+        await self.close_checks()
         for api in [*self._retired, self.api]:
             if api is not None:
                 await api.close()
@@ -152,7 +135,7 @@ class Reconciler:
         """The Models a change to this ConfigMap can change the decision of."""
         if self.settings.mode is Mode.OFF:
             return []
-        if self.settings.trusted_keys == (namespace, name):
+        if (namespace, name) in (self.settings.trusted_keys, self.settings.publisher_signing):
             return sorted(self.models)
         found = []
         for key, model in self.models.items():
@@ -191,76 +174,6 @@ class Reconciler:
 
     # -- deciding and writing ------------------------------------------------------------
 
-    async def _configmap(self, namespace: str, name: str, fresh: bool) -> ConfigMapRead:
-        """From the watch's copy, or read from the API (always, when ``fresh``)."""
-        assert self.api is not None
-        cached = None if fresh else self.configmaps.get((namespace, name))
-        if cached is None:
-            cached = await self.api.read_configmap(namespace, name)
-            self.configmaps[(namespace, name)] = cached
-        return cached
-
-    async def _read(
-        self, spec: Mapping[str, Any], namespace: str, fresh: bool
-    ) -> tuple[ConfigMapRead | None, ConfigMapRead | None]:
-        if self.settings.mode is Mode.OFF or not (spec.get("sha256") or pinned_image(spec)):
-            return None, None
-        ref = referenced_configmap(spec)
-        if ref is None:
-            return None, None
-        keys = self.settings.trusted_keys
-        # the trusted keys are shared by every Model: a recheck pass reads them once, up front
-        trusted = await self._configmap(keys[0], keys[1], fresh=False) if keys else None
-        if (trusted is not None and trusted.error is not None) or not is_subdomain(ref[0]):
-            return trusted, None  # a name that is not a ConfigMap's is refused by the gate, never asked for
-        return trusted, await self._configmap(namespace, ref[0], fresh)
-
-    async def _after_gate(
-        self, model: Mapping[str, Any], outcome: GateOutcome | None, generation: int, fresh: bool
-    ) -> tuple[SourceCheck | None, Publication | None]:
-        """What follows an admission: the ``oci://`` source check, then the publication.
-
-        Nothing follows a blocking refusal, nor a source check still running; in
-        warn mode the source check reports only.
-        """
-        assert self.api is not None
-        if outcome is not None and outcome.blocks:
-            return None, None
-        meta = model["metadata"]
-        key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
-        source = await self.sources.check(model["spec"], key, outcome.binding) if outcome else None
-        if source is not None and self.settings.mode is not Mode.ENFORCE:
-            source = replace(source, blocks=False, pending=False)
-        if not isinstance(model["spec"].get("prefetchOCI"), dict) or (
-            source is not None and (source.blocks or source.pending)
-        ):
-            return source, None
-        return source, await self.publications.follow(self.api, model, generation, fresh=fresh)
-
-    async def judge(self, key: ModelKey, model: Mapping[str, Any], now: datetime, fresh: bool) -> Judgement:
-        """The gate, the source check and the publication for one Model; never raises.
-
-        An unexpected exception becomes :meth:`GateOutcome.internal_error`: Failed
-        in enforce mode, reported in the ``AttestationVerified`` condition otherwise.
-        """
-        doing = "reading the Model's ConfigMaps"
-        try:
-            spec = model["spec"]
-            trusted, attestation = await self._read(spec, key[0], fresh)
-            doing = "judging the attestation"
-            # signatures are checked in a thread: a costly envelope must not stall every other Model
-            outcome = await asyncio.to_thread(
-                evaluate_gate, spec, key[0], self.settings, trusted=trusted, attestation=attestation,
-                now=now, cache=self.cache,
-            )  # fmt: skip
-            doing = "checking the source and the publication"
-            generation = generation_of(model)
-            source, publication = await self._after_gate(model, outcome, generation, fresh)
-            return Judgement(outcome, source, publication)
-        except Exception as e:  # the one safety net: a crash is a refusal, never a stale status
-            self.metrics.internal_errors.inc()
-            return internal_error(e, doing, model, self.settings.mode)
-
     async def reconcile(self, key: ModelKey, *, fresh: bool = False) -> GateOutcome | None:
         """Decide one Model and write its status if it changed; never raises.
 
@@ -276,14 +189,14 @@ class Reconciler:
             now = self.clock()
             judged = await self.judge(key, model, now, fresh)
             outcome, source, publication = judged.outcome, judged.source, judged.publication
-            if outcome is not None:
+            if outcome is not None and not outcome.pending:  # a decision still being read is none yet
                 result = "admitted" if outcome.admitted else "refused"
                 self.metrics.verifications.labels(result=result, reason=outcome.code.value).inc()
             if source is not None:
                 self.metrics.source_checks.labels(reason=source.reason).inc()
             blocked = any(x is not None and x.blocks for x in (outcome, source))
             waiting = publication is not None and (publication.in_progress or publication.phase == FAILED)
-            waiting = waiting or (source is not None and source.pending)
+            waiting = waiting or any(x is not None and x.pending for x in (outcome, source))
             before = self.verdicts.get(key)
             self.verdicts[key] = verdict = judged.verdict(generation_of(model))
             try:
@@ -321,11 +234,11 @@ class Reconciler:
     async def recheck(self) -> int:
         """Re-verify every Model that is due, reading its ConfigMaps afresh; return how many."""
         keys = self.due(self.clock())
-        trusted = self.settings.trusted_keys
-        if keys and trusted is not None and self.api is not None:
-            try:
-                self.configmaps[trusted] = await self.api.read_configmap(*trusted)
-            except KubeError as e:  # the pass goes on: every Model is refused for it, none stays stale
-                self.configmaps[trusted] = ConfigMapRead(error=str(e))
+        for shared in (self.settings.trusted_keys, self.settings.publisher_signing):
+            if keys and shared is not None and self.api is not None:
+                try:
+                    self.configmaps[shared] = await self.api.read_configmap(*shared)
+                except KubeError as e:  # the pass goes on: every Model is refused for it, none stays stale
+                    self.configmaps[shared] = ConfigMapRead(error=str(e))
         await self.reconcile_many(keys, fresh=True)
         return len(keys)

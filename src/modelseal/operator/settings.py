@@ -25,6 +25,7 @@ __all__ = [
     "WebhookSettings",
     "parse_listen",
     "parse_mode",
+    "parse_signing_secret",
     "parse_trusted_keys",
 ]
 
@@ -65,6 +66,30 @@ def parse_trusted_keys(text: str, mode: Mode) -> tuple[str, str] | None:
     try:
         return check_label(namespace, "--model-attestation-trusted-keys namespace"), check_subdomain(
             name, "--model-attestation-trusted-keys ConfigMap"
+        )
+    except InputError as e:
+        raise UsageError(e.message) from None
+
+
+def parse_signing_secret(text: str | None, mode: Mode) -> tuple[str, str] | None:
+    """``--publisher-signing-key-secret NAMESPACE/NAME``; only where the gate admits what is signed.
+
+    Raises:
+        UsageError: not namespace/name, or the gate is off (nothing would ever be signed).
+    """
+    if text is None:
+        return None
+    namespace, _, name = text.partition("/")
+    if not namespace or not name or "/" in name:
+        raise UsageError(f"--publisher-signing-key-secret must be namespace/name (got {text!r})")
+    if mode is Mode.OFF:
+        raise UsageError(
+            "--publisher-signing-key-secret needs --model-attestation warn or enforce: a publication is"
+            " signed only when its Model's attestation is admitted"
+        )
+    try:
+        return check_label(namespace, "--publisher-signing-key-secret namespace"), check_subdomain(
+            name, "--publisher-signing-key-secret name"
         )
     except InputError as e:
         raise UsageError(e.message) from None
@@ -147,11 +172,23 @@ class OperatorSettings:
     evict_on_revoke: bool = False
     #: prefetchOCI Jobs may download ``http://`` sources (labs only: nothing protects the bytes in transit)
     allow_plain_http_sources: bool = False
+    #: (namespace, name): the Secret whose ``signing.key`` publication Jobs sign with, and the
+    #: ConfigMap whose ``*.pub`` entries admit what they signed (:mod:`modelseal.operator.attached_gate`)
+    publisher_signing: tuple[str, str] | None = None
+    #: admit a pinned ``oci://`` Model without ``spec.attestation`` by an attestation attached to its image
+    discover_image_attestations: bool = False
 
     @property
     def trusted_keys_ref(self) -> str:
         """``namespace/name``, for messages."""
         return "/".join(self.trusted_keys) if self.trusted_keys else ""
+
+    @property
+    def discovers(self) -> bool:
+        """Whether attestations attached to a Model's image are looked for (either flag)."""
+        return self.mode is not Mode.OFF and (
+            self.discover_image_attestations or self.publisher_signing is not None
+        )
 
     @classmethod
     def from_flags(
@@ -173,6 +210,8 @@ class OperatorSettings:
         admission_webhook_key: str | None = None,
         evict_on_revoke: bool = False,
         allow_plain_http_sources: bool = False,
+        publisher_signing_key_secret: str | None = None,
+        discover_image_attestations: bool = False,
     ) -> OperatorSettings:
         """Validate the flags as LLMKube does, plus modelseal's own.
 
@@ -192,6 +231,8 @@ class OperatorSettings:
             raise UsageError("--recheck-interval must be at least 10s")
         policy = load_policy(policy_file) if policy_file else None
         keys = parse_trusted_keys(trusted_keys, parsed_mode) if (trusted_keys or not policy) else None
+        if discover_image_attestations and parsed_mode is Mode.OFF:
+            raise UsageError("--discover-image-attestations needs --model-attestation warn or enforce")
         if parsed_mode is not Mode.OFF and keys is None and policy is None:
             raise UsageError(
                 "--model-attestation-trusted-keys must be namespace/name when --model-attestation is warn"
@@ -210,6 +251,8 @@ class OperatorSettings:
             webhook=_webhook(admission_webhook, admission_webhook_cert, admission_webhook_key),
             evict_on_revoke=evict_on_revoke,
             allow_plain_http_sources=allow_plain_http_sources,
+            publisher_signing=parse_signing_secret(publisher_signing_key_secret, parsed_mode),
+            discover_image_attestations=discover_image_attestations,
         )
 
 

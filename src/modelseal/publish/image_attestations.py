@@ -6,12 +6,14 @@ whose subject is the image (:mod:`modelseal.attest.image_predicate`).
 :func:`verify_image` evaluates a given envelope, or every envelope attached
 as a referrer (:mod:`modelseal.publish.referrers`), against the image's
 digest, and admits when one is admitted by the trust policy; an admitted
-image predicate must list exactly the files the manifest holds.
+image predicate must list exactly the files the manifest holds. The operator
+reads (:func:`read_attached`, in a thread, cached) apart from judging
+(:func:`judge_attached`, again whenever its keys change).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -31,10 +33,23 @@ from modelseal.attest.verifier import ExpectedDigest, evaluate
 from modelseal.errors import RegistryError
 from modelseal.publish.contents import describe
 from modelseal.publish.reference import ImageReference
-from modelseal.publish.referrers import Subject, fetch_envelopes
+from modelseal.publish.referrers import FoundEnvelope, Subject, fetch_envelopes
 from modelseal.publish.registry import RegistryClient
 
-__all__ = ["ImageVerdict", "SignedImage", "image_policy", "read_subject", "sign_image", "verify_image"]
+__all__ = [
+    "AttachedImage",
+    "ImageVerdict",
+    "SignedImage",
+    "image_policy",
+    "judge_attached",
+    "read_attached",
+    "read_subject",
+    "sign_image",
+    "verify_image",
+]
+
+#: one envelope's verdict under one policy, for the image's digest (hex)
+Check = Callable[[bytes, TrustPolicy, str], Verdict]
 
 
 @dataclass(frozen=True)
@@ -59,6 +74,24 @@ class ImageVerdict:
     via: str | None = None
     files: list[dict[str, Any]] = field(default_factory=list)
     tried: list[tuple[str, str]] = field(default_factory=list)  # (referrer, why it was refused)
+    policy: int = 0  # which of the policies given admitted it
+
+
+@dataclass(frozen=True)
+class AttachedImage:
+    """An image's manifest as read, and what is attached to it (each envelope, or why it is unusable)."""
+
+    image: str  # oci://registry/repo@sha256:...
+    digest: str
+    info: dict[str, Any]
+    found: tuple[FoundEnvelope, ...]
+    via: str
+    listed: int  # how many referrers the registry listed (at most MAX_ENVELOPES are read)
+
+    @property
+    def size(self) -> int:
+        """The bytes of envelope it holds."""
+        return sum(len(f.envelope or b"") for f in self.found)
 
 
 def read_subject(client: RegistryClient, ref: ImageReference) -> tuple[dict[str, Any], Subject]:
@@ -128,6 +161,67 @@ def _bound_files(verdict: Verdict, info: dict[str, Any]) -> tuple[Verdict, list[
     return verdict, listed
 
 
+def read_attached(client: RegistryClient, ref: ImageReference) -> AttachedImage:
+    """The image ``ref`` names (a tag resolved once) and the envelopes attached to it.
+
+    Raises:
+        RegistryError, VerificationError: the image or its referrers cannot be read.
+    """
+    info, subject = read_subject(client, ref)
+    found, via, listed = fetch_envelopes(client, subject.digest)
+    return AttachedImage(ref.pinned(subject.digest).oci, subject.digest, info, tuple(found), via, listed)
+
+
+def judge_attached(attached: AttachedImage, policies: Sequence[TrustPolicy], check: Check) -> ImageVerdict:
+    """Each attached envelope under each policy in turn: admitted when one is.
+
+    Otherwise the first refusal speaks for all (``tried`` lists them); ``check``
+    computes one verdict (the operator's caches its verdicts).
+    """
+    candidates = [(f.referrer, f.envelope, f.error) for f in attached.found]
+    return _judge(attached, candidates, attached.via, attached.listed, policies, check)
+
+
+def _judge(
+    attached: AttachedImage,
+    candidates: Sequence[tuple[str | None, bytes | None, str | None]],
+    via: str | None,
+    listed: int,
+    policies: Sequence[TrustPolicy],
+    check: Check,
+) -> ImageVerdict:
+    image, digest = attached.image, attached.digest
+    tried: list[tuple[str, str]] = []
+    first: Verdict | None = None
+    for referrer, data, error in candidates:
+        refusal: Verdict | None = None
+        for index, policy in enumerate(policies if data is not None else ()):
+            assert data is not None
+            verdict, files = _bound_files(check(data, policy, digest.removeprefix("sha256:")), attached.info)
+            if verdict.admitted:
+                return ImageVerdict(verdict, image, digest, referrer, via, files, tried, index)
+            if refusal is None or (refusal.reason == Reason.SIGNATURE_INVALID != verdict.reason):
+                refusal = verdict  # the first policy that knows the signer speaks for the others
+        if refusal is None:  # unreadable (or no policy to judge it by)
+            why = error or "no policy to judge it by"
+            refusal = Verdict(admitted=False, reason=Reason.INPUT_UNREADABLE,
+                              message=f"attestation does not verify: {why}")  # fmt: skip
+        tried.append((referrer or "(given)", refusal.message))
+        first = first or refusal
+    if first is None:
+        first = Verdict(
+            admitted=False,
+            reason=Reason.UNSIGNED,
+            message=f"attestation does not verify: no attestation is attached to {image} (looked up"
+            f" through the {via})",
+        )
+    elif len(tried) > 1:
+        more = f" ({listed} listed)" if listed > len(tried) else ""
+        message = f"none of the {len(tried)} attached attestations{more} admits {image}; the first: "
+        first = first.model_copy(update={"message": message + first.message})
+    return ImageVerdict(first, image, digest, None, via, [], tried)
+
+
 def verify_image(
     client: RegistryClient,
     ref: ImageReference,
@@ -143,36 +237,12 @@ def verify_image(
     Raises:
         RegistryError, VerificationError: the image or its referrers cannot be read.
     """
+
+    def check(data: bytes, policy: TrustPolicy, digest: str) -> Verdict:
+        return evaluate(data, policy, expected=ExpectedDigest(digest), now=now)
+
+    if envelope is None:
+        return judge_attached(read_attached(client, ref), [policy], check)
     info, subject = read_subject(client, ref)
-    expected = ExpectedDigest(subject.digest.removeprefix("sha256:"))
-    image = ref.pinned(subject.digest).oci
-    if envelope is not None:
-        candidates: list[tuple[str | None, bytes | None, str | None]] = [(None, envelope, None)]
-        via, listed = None, 1
-    else:
-        found, via, listed = fetch_envelopes(client, subject.digest)
-        candidates = [(f.referrer, f.envelope, f.error) for f in found]
-    tried: list[tuple[str, str]] = []
-    first: Verdict | None = None
-    for referrer, data, error in candidates:
-        if data is None:
-            verdict = Verdict(admitted=False, reason=Reason.INPUT_UNREADABLE,
-                              message=f"attestation does not verify: {error}")  # fmt: skip
-        else:
-            verdict, files = _bound_files(evaluate(data, policy, expected=expected, now=now), info)
-            if verdict.admitted:
-                return ImageVerdict(verdict, image, subject.digest, referrer, via, files, tried)
-        tried.append((referrer or "(given)", verdict.message))
-        first = first or verdict
-    if first is None:
-        first = Verdict(
-            admitted=False,
-            reason=Reason.UNSIGNED,
-            message=f"attestation does not verify: no attestation is attached to {image} (looked up"
-            f" through the {via})",
-        )
-    elif len(tried) > 1:
-        more = f" ({listed} listed)" if listed > len(tried) else ""
-        message = f"none of the {len(tried)} attached attestations{more} admits {image}; the first: "
-        first = first.model_copy(update={"message": message + first.message})
-    return ImageVerdict(first, image, subject.digest, None, via, [], tried)
+    given = AttachedImage(ref.pinned(subject.digest).oci, subject.digest, info, (), "", 1)
+    return _judge(given, [(None, envelope, None)], None, 1, [policy], check)

@@ -1,0 +1,70 @@
+"""``stage``: download a Model's files into a folder, verified (the prefetch Job's first container)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from modelseal.cli.progress import ProgressBar
+from modelseal.cli.publish_commands import say
+from modelseal.errors import UsageError
+from modelseal.text import printable
+
+__all__ = ["register_stage"]
+
+
+def register_stage(commands: Any) -> None:
+    """Add ``stage`` (the prefetch Job's downloader) to the ``modelseal`` parser."""
+    st = commands.add_parser("stage", help="download a Model's files into a folder, verified (for publish)")
+    st.add_argument(
+        "files", nargs="*", metavar="FILE", help="spec.files entries (relative to --source, or URLs)"
+    )
+    st.add_argument("--to", required=True, metavar="DIR", help="the staging folder")
+    st.add_argument("--source", metavar="SRC", help="spec.source: a URL, hf://org/repo[@rev] or a local path")
+    st.add_argument("--sha256", metavar="HEX", help="spec.sha256 (a single file)")
+    st.add_argument("--file-sha256", action="append", metavar="FILE=HEX", help="spec.fileSha256 entries")
+    st.add_argument(
+        "--download-concurrency", type=int, default=1, metavar="N", help="files at once (1-16, default 1)"
+    )
+    st.add_argument("--download-max-in-flight", metavar="SIZE", help="cap on bytes in flight, e.g. 90Gi")
+    st.add_argument("--retries", type=int, default=5, metavar="N", help="retries per file (default 5)")
+    st.add_argument("--json", action="store_true", help="print the staged files as JSON")
+    st.add_argument(
+        "--no-fsync", dest="fsync", action="store_false",
+        help="do not flush each file to disk before it is renamed into place (for a folder that"
+        " does not outlive its node, such as the prefetch Job's emptyDir)",
+    )  # fmt: skip
+    st.set_defaults(handler=stage_cmd)
+
+
+def stage_cmd(args: argparse.Namespace) -> int:
+    """``modelseal stage``: exit 0 staged, 1 a digest mismatch or bad input, 3 a source failed."""
+    from modelseal.publish.sources import plan_stage
+    from modelseal.publish.stage import Stager, parse_quantity
+
+    if not 1 <= args.download_concurrency <= 16:
+        raise UsageError("--download-concurrency must be between 1 and 16")
+    pins: dict[str, str] = {}
+    for item in args.file_sha256 or []:
+        name, sep, digest = item.rpartition("=")
+        if not sep or not name:
+            raise UsageError(f"--file-sha256 {item!r}: want FILE=HEX")
+        pins[name] = digest
+    plans = plan_stage(args.source, args.files, sha256=args.sha256, file_sha256=pins)
+    cap = parse_quantity(args.download_max_in_flight) if args.download_max_in_flight else None
+    token = os.environ.get("HF_TOKEN") or None
+    with ProgressBar("staging", lines=True) as bar, Stager(
+        Path(args.to), concurrency=args.download_concurrency, max_in_flight=cap, retries=args.retries,
+        hf_token=token, progress=bar.advance, on_retry=say, fsync=args.fsync,
+    ) as stager:  # fmt: skip
+        staged = stager.stage(plans)
+    if args.json:
+        print(json.dumps([{"path": s.dest, "size": s.size, "sha256": s.sha256, "restarts": s.restarts,
+                           "skipped": s.skipped} for s in staged], indent=2))  # fmt: skip
+    else:
+        for s in staged:
+            print(f"{s.sha256}  {s.size:>12}  {printable(s.dest)}{'  (already staged)' if s.skipped else ''}")
+    return 0

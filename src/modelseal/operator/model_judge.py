@@ -1,0 +1,173 @@
+"""Judging one Model: read what the gate needs, decide, then the source check and the publication.
+
+Every decision about a Model goes through :meth:`ModelJudge.judge`, which
+turns an exception nobody expected into a refusal with reason
+``InternalError`` (see :mod:`modelseal.operator.judgement`).
+
+A Model is decided by LLMKube's gate (:mod:`modelseal.operator.gate`, its
+attestation ConfigMap), or, when it has no ``spec.attestation`` and the
+operator discovers image attestations, by what is attached to its pinned
+image (:mod:`modelseal.operator.attached_gate`). Signatures are checked in a
+thread: a costly envelope must not stall every other Model. The ConfigMaps
+a Model depends on come from the watch's copies unless a pass asks for
+fresh ones; the shared ones (the trusted keys, the publisher's keys) are
+refreshed once per recheck pass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Hashable, Mapping
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+from modelseal.attest.verdict import Mode
+from modelseal.operator.attached_gate import discovered_image, evaluate_attached
+from modelseal.operator.attached_images import AttachedImages
+from modelseal.operator.gate import (
+    ConfigMapRead,
+    GateOutcome,
+    evaluate_gate,
+    pinned_image,
+    referenced_configmap,
+)
+from modelseal.operator.judgement import Judgement, generation_of, internal_error
+from modelseal.operator.kube import KubeApi
+from modelseal.operator.metrics import OperatorMetrics
+from modelseal.operator.names import is_subdomain
+from modelseal.operator.prefetch_jobs import PrefetchJobs
+from modelseal.operator.publication import Publication
+from modelseal.operator.settings import OperatorSettings
+from modelseal.operator.source_image import SourceCheck, SourceImageChecker
+from modelseal.operator.verdict_cache import VerdictCache
+from modelseal.publish.reference import ImageReference
+
+__all__ = ["ModelJudge"]
+
+ModelKey = tuple[str, str]
+
+
+class ModelJudge:
+    """Decides Models one at a time; owns the checks and publications that run in the background."""
+
+    def __init__(
+        self,
+        settings: OperatorSettings,
+        api: KubeApi | None,
+        metrics: OperatorMetrics,
+        cache: VerdictCache,
+        on_settled: Callable[[set[Hashable]], Awaitable[None]],
+    ) -> None:
+        self.settings = settings
+        self.api = api
+        self.metrics = metrics
+        self.cache = cache
+        self.configmaps: dict[tuple[str, str], ConfigMapRead] = {}
+        self.publications = PrefetchJobs(
+            settings.publisher_image,
+            settings.registry_access.plain_http,
+            allow_plain_http_sources=settings.allow_plain_http_sources,
+            signing=settings.publisher_signing,
+        )
+        self.sources = SourceImageChecker(settings.registry_access, on_settled=on_settled)
+        self.attached = AttachedImages(settings.registry_access, on_settled=on_settled)
+
+    async def close_checks(self) -> None:
+        """Stop the source checks and the reads of attached attestations."""
+        await self.sources.close()
+        await self.attached.close()
+
+    async def _configmap(self, namespace: str, name: str, fresh: bool) -> ConfigMapRead:
+        """From the watch's copy, or read from the API (always, when ``fresh``)."""
+        assert self.api is not None
+        cached = None if fresh else self.configmaps.get((namespace, name))
+        if cached is None:
+            cached = await self.api.read_configmap(namespace, name)
+            self.configmaps[(namespace, name)] = cached
+        return cached
+
+    async def _shared(self, ref: tuple[str, str] | None) -> ConfigMapRead | None:
+        """A ConfigMap every Model shares (a recheck pass reads it once, up front)."""
+        return await self._configmap(ref[0], ref[1], fresh=False) if ref else None
+
+    async def _read(
+        self, spec: Mapping[str, Any], namespace: str, fresh: bool
+    ) -> tuple[ConfigMapRead | None, ConfigMapRead | None]:
+        if self.settings.mode is Mode.OFF or not (spec.get("sha256") or pinned_image(spec)):
+            return None, None
+        ref = referenced_configmap(spec)
+        if ref is None:
+            return None, None
+        trusted = await self._shared(self.settings.trusted_keys)
+        if (trusted is not None and trusted.error is not None) or not is_subdomain(ref[0]):
+            return trusted, None  # a name that is not a ConfigMap's is refused by the gate, never asked for
+        return trusted, await self._configmap(namespace, ref[0], fresh)
+
+    async def _judge_attached(self, key: ModelKey, image: ImageReference, now: datetime) -> GateOutcome:
+        """The outcome by what is attached to ``image``; a refusal asks for a re-read."""
+        discover = self.settings.discover_image_attestations
+        trusted = await self._shared(self.settings.trusted_keys) if discover else None
+        publisher = await self._shared(self.settings.publisher_signing)
+        read = self.attached.lookup(image, waiter=key)
+        outcome = await asyncio.to_thread(
+            evaluate_attached, image, self.settings, trusted=trusted, publisher=publisher, read=read,
+            now=now, cache=self.cache,
+        )  # fmt: skip
+        if not outcome.admitted and not outcome.pending:
+            self.attached.refresh(image, waiter=key)  # an attestation may be attached later
+        return outcome
+
+    async def _after_gate(
+        self, model: Mapping[str, Any], outcome: GateOutcome | None, generation: int, fresh: bool
+    ) -> tuple[SourceCheck | None, Publication | None]:
+        """What follows an admission: the ``oci://`` source check, then the publication.
+
+        Nothing follows a blocking refusal, a decision still pending, nor a source
+        check still running; in warn mode the source check reports only. A Job made
+        for an admitted Model signs (with ``--publisher-signing-key-secret``).
+        """
+        assert self.api is not None
+        if outcome is not None and (outcome.blocks or outcome.pending):
+            return None, None
+        meta = model["metadata"]
+        key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
+        source = await self.sources.check(model["spec"], key, outcome.binding) if outcome else None
+        if source is not None and self.settings.mode is not Mode.ENFORCE:
+            source = replace(source, blocks=False, pending=False)
+        if not isinstance(model["spec"].get("prefetchOCI"), dict) or (
+            source is not None and (source.blocks or source.pending)
+        ):
+            return source, None
+        admitted = outcome is not None and outcome.admitted
+        publication = await self.publications.follow(
+            self.api, model, generation, fresh=fresh, admitted=admitted
+        )
+        return source, publication
+
+    async def judge(self, key: ModelKey, model: Mapping[str, Any], now: datetime, fresh: bool) -> Judgement:
+        """The gate, the source check and the publication for one Model; never raises.
+
+        An unexpected exception becomes :meth:`GateOutcome.internal_error`: Failed
+        in enforce mode, reported in the ``AttestationVerified`` condition otherwise.
+        """
+        doing = "reading the Model's ConfigMaps"
+        try:
+            spec = model["spec"]
+            image = discovered_image(spec, self.settings)
+            if image is not None:
+                doing = "judging the attestations attached to the image"
+                outcome: GateOutcome | None = await self._judge_attached(key, image, now)
+            else:
+                trusted, attestation = await self._read(spec, key[0], fresh)
+                doing = "judging the attestation"
+                outcome = await asyncio.to_thread(
+                    evaluate_gate, spec, key[0], self.settings, trusted=trusted, attestation=attestation,
+                    now=now, cache=self.cache,
+                )  # fmt: skip
+            doing = "checking the source and the publication"
+            source, publication = await self._after_gate(model, outcome, generation_of(model), fresh)
+            return Judgement(outcome, source, publication)
+        except Exception as e:  # the one safety net: a crash is a refusal, never a stale status
+            self.metrics.internal_errors.inc()
+            return internal_error(e, doing, model, self.settings.mode)
