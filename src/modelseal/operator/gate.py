@@ -237,7 +237,9 @@ def evaluate_gate(
         files = verdict.details.get("files")
         count = f" ({len(files)} file(s))" if isinstance(files, list) else ""
         message += f"; bound to image {image}, so every file of it{count}"
-    return GateOutcome(settings.mode, True, REASON_VERIFIED, message, Reason.ADMITTED, verdict, binding)
+    return GateOutcome(
+        settings.mode, True, REASON_VERIFIED, message, Reason.ADMITTED, verdict, binding=binding
+    )
 
 
 def pinned_image(spec: Mapping[str, Any]) -> str | None:
