@@ -44,6 +44,10 @@ SOCAIR_SHA256 = {
     "sigstore/dsse_v001_bundle.sigstore.json": (
         "80015eed40cfdf1c11a0e2e8acc63f3cb3811ca5926a2938235f71a18f95d585"
     ),
+    # a real public-good keyless OpenSSF Model Signing bundle and its model (same SOURCES.md)
+    "sigstore/v1.1.0-sigstore/model.sig": "7d4bc54fd82096df1d20e412e07e5cfd1f8e9278a7defb7e02bb59a9ebb985c0",
+    "sigstore/v1.1.0-sigstore/signme-1": "f6310066c7320497ea554260c32c43660bff648cb2a61194832cc086077085e1",
+    "sigstore/v1.1.0-sigstore/signme-2": "32dcb1f8e1ae52d5963e56a6ba06ab58b424c15ed2a6b70d2feca1d089370028",
 }
 ISSUED = "2026-11-01T12:00:00Z"
 

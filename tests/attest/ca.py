@@ -41,6 +41,8 @@ def issue(
     digital_signature: bool = True,
     not_before: datetime | None = None,
     days: int = 30,
+    oidc_issuer: str | None = None,
+    email: str | None = None,
 ) -> Issued:
     """Issue a certificate (self-signed when ``issuer`` is None) and write ``<cn>.pem``/``<cn>.key``."""
     key = ec.generate_private_key(ec.SECP256R1())
@@ -84,6 +86,11 @@ def issue(
             builder = builder.add_extension(
                 x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CODE_SIGNING]), critical=False
             )
+    if email is not None:
+        builder = builder.add_extension(x509.SubjectAlternativeName([x509.RFC822Name(email)]), critical=True)
+    if oidc_issuer is not None:  # as Fulcio writes it (the v1 extension: the raw text)
+        oid = x509.ObjectIdentifier("1.3.6.1.4.1.57264.1.1")
+        builder = builder.add_extension(x509.UnrecognizedExtension(oid, oidc_issuer.encode()), critical=False)
     cert = builder.sign(issuer.key if issuer else key, hashes.SHA256())
     cert_file, key_file = directory / f"{cn}.pem", directory / f"{cn}.key"
     cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))

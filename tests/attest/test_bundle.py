@@ -14,6 +14,7 @@ import pytest
 from modelseal.attest.bundle import parse_bundle
 from modelseal.attest.bundle_verifier import ModelBinding, evaluate_bundle, is_bundle, pem_hint
 from modelseal.attest.keys import Keyring
+from modelseal.attest.oms import PREDICATE_TYPE as OMS_TYPE
 from modelseal.attest.oms_sign import make_bundle
 from modelseal.attest.policy import TrustPolicy
 from modelseal.attest.private_keys import SigningKey, generate_key
@@ -22,6 +23,10 @@ from modelseal.errors import EnvelopeError
 from tests.conftest import SOCAIR
 
 Doc = dict[str, Any]
+
+
+def oms_policy(ring: Keyring) -> TrustPolicy:
+    return TrustPolicy(ring, predicate_types=(OMS_TYPE,))
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +123,7 @@ def test_malformed_bundles_are_refused(key: SigningKey, case: str) -> None:
     with pytest.raises(EnvelopeError, match="not a Sigstore bundle") as info:
         parse_bundle(data)
     assert text in str(info.value)
-    v = evaluate_bundle(data, TrustPolicy(Keyring([key.public])))
+    v = evaluate_bundle(data, oms_policy(Keyring([key.public])))
     assert not v.admitted and v.reason is Reason.ENVELOPE_INVALID
     assert "\n" not in v.message
 
@@ -126,7 +131,7 @@ def test_malformed_bundles_are_refused(key: SigningKey, case: str) -> None:
 def test_the_good_bundle_is_admitted(key: SigningKey) -> None:
     data = json.dumps(good_bundle(key)).encode()
     assert is_bundle(data)
-    assert evaluate_bundle(data, TrustPolicy(Keyring([key.public]))).admitted
+    assert evaluate_bundle(data, oms_policy(Keyring([key.public]))).admitted
 
 
 def test_huge_and_odd_inputs_are_refused() -> None:
@@ -240,7 +245,7 @@ def test_malformed_oms_predicates_are_refused(tmp_path: Path, key: SigningKey, c
     doc, reason, text = PREDICATES[case]
     (tmp_path / "a").write_bytes(b"x")
     data = make_bundle(json.dumps(doc).encode(), key)
-    v = evaluate_bundle(data, TrustPolicy(Keyring([key.public])), model=ModelBinding(str(tmp_path)))
+    v = evaluate_bundle(data, oms_policy(Keyring([key.public])), model=ModelBinding(str(tmp_path)))
     assert not v.admitted and v.reason is reason, v.message
     assert text in v.message
 
@@ -256,10 +261,10 @@ def test_legacy_layout_with_raw_key_bytes_and_null_keyid(tmp_path: Path, key: Si
     doc["verificationMaterial"]["publicKey"] = {"rawBytes": base64.b64encode(b"not our key").decode()}
     doc["dsseEnvelope"]["signatures"][0]["keyid"] = None
     data = json.dumps(doc).encode()
-    v = evaluate_bundle(data, TrustPolicy(Keyring([key.public])), model=ModelBinding(str(tmp_path)))
+    v = evaluate_bundle(data, oms_policy(Keyring([key.public])), model=ModelBinding(str(tmp_path)))
     assert v.admitted, v.message
     other = generate_key("ecdsa-p256")
-    assert evaluate_bundle(data, TrustPolicy(Keyring([other.public]))).reason is Reason.SIGNATURE_INVALID
+    assert evaluate_bundle(data, oms_policy(Keyring([other.public]))).reason is Reason.SIGNATURE_INVALID
 
 
 def test_hint_is_the_sha256_of_the_pem_as_model_signing_writes_it() -> None:
@@ -268,7 +273,7 @@ def test_hint_is_the_sha256_of_the_pem_as_model_signing_writes_it() -> None:
 
     key = load_public_key((SOCAIR / "oms-p256.pub").read_bytes())
     assert pem_hint(key) == bundle["verificationMaterial"]["publicKey"]["hint"]
-    v = evaluate_bundle((SOCAIR / "oms-key256-model.sig").read_bytes(), TrustPolicy(Keyring([key])))
+    v = evaluate_bundle((SOCAIR / "oms-key256-model.sig").read_bytes(), oms_policy(Keyring([key])))
     assert v.admitted and v.details["model"] == "key256" and v.details["signed_files"] == 3
 
 

@@ -16,6 +16,7 @@ import pytest
 
 from modelseal.attest.bundle_verifier import ModelBinding, evaluate_bundle
 from modelseal.attest.keys import Keyring, load_public_key
+from modelseal.attest.oms import PREDICATE_TYPE
 from modelseal.attest.oms_sign import sign_model
 from modelseal.attest.policy import TrustPolicy
 from modelseal.attest.private_keys import load_signing_key
@@ -28,7 +29,9 @@ SHARD = 4096
 def modelseal_verify(
     model: Path, signature: Path, public_key: Path, *, ignore_unsigned: bool = False
 ) -> Verdict:
-    policy = TrustPolicy(Keyring([load_public_key(public_key.read_bytes())]))
+    policy = TrustPolicy(
+        Keyring([load_public_key(public_key.read_bytes())]), predicate_types=(PREDICATE_TYPE,)
+    )
     binding = ModelBinding(str(model), str(signature), ignore_unsigned)
     return evaluate_bundle(signature.read_bytes(), policy, model=binding)
 

@@ -149,19 +149,31 @@ def evaluate_bundle(
     details: dict[str, Any] = {}
     facts: dict[str, Any] = {}
     signers: list[Signer] = []
+    authority = authority or policy.certificates.authority()
     try:
         bundle = parse_bundle(data)
         details.update(bundle=bundle.version, method=bundle.method)
+        if policy.threshold > 1:
+            raise _refuse(
+                Reason.THRESHOLD_NOT_MET,
+                f"a Sigstore bundle carries one signature, and the policy requires {policy.threshold}"
+                " distinct signers (co-sign a DSSE envelope instead)",
+            )
         if bundle.method == "certificate":
             if authority is None:
                 raise _refuse(
                     Reason.NO_TRUSTED_KEYS,
-                    "the bundle is signed with a certificate; give --certificate-chain,"
-                    " or --certificate-identity and --certificate-oidc-issuer",
+                    "the bundle is signed with a certificate, and no certificate root or Sigstore"
+                    " identity is trusted",
                 )
             payload, identity = authority.verify(bundle, now=now)
             signers.append(identity.signer())
             details.update(identity.details())
+            if signers[0].keyid in policy.revoked:
+                raise _refuse(
+                    Reason.KEY_INACTIVE,
+                    f"the certificate's key {signers[0].keyid[:16]} is revoked (revokedKeyIds)",
+                )
         else:
             keys, inactive = policy.active_keys(now)
             env = _hinted(bundle, keys)
@@ -178,6 +190,12 @@ def evaluate_bundle(
             return verdict.model_copy(update={"details": {**verdict.details, **details}})
         manifest = read_manifest(statement)
         facts["subject_digest"] = manifest.root_digest
+        if PREDICATE_TYPE not in policy.predicate_types:
+            raise _refuse(
+                Reason.PREDICATE_TYPE,
+                f"predicate type {gojson.go_quote(PREDICATE_TYPE)} (an OpenSSF Model Signing signature),"
+                f" want one of {gojson.quote_list(list(policy.predicate_types))}",
+            )
         details.update(
             format="oms",
             model=manifest.model_name,

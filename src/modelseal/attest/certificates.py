@@ -1,26 +1,20 @@
-"""Certificate-signed bundles: a chain to roots you give, or a Sigstore keyless identity.
+"""Certificate-signed bundles with a chain to roots you give (OpenSSF Model Signing's certificate method).
 
-- :class:`ChainAuthority` is OpenSSF Model Signing's certificate method: the
-  bundle's leaf must chain (through the bundle's other certificates) to a
-  self-signed root from ``--certificate-chain``, checked at the leaf's
-  ``notBefore`` as model_signing does, and be usable for signing (key usage
-  digitalSignature, or extended key usage codeSigning). Chains are checked by
-  ``cryptography``'s X.509 verifier; the envelope's signature by the leaf key.
-- :class:`KeylessAuthority` hands the bundle to ``sigstore``: Fulcio chain,
-  SCT, transparency-log inclusion and signed time, offline, against the
-  public-good trust root ``sigstore`` ships or ``--trusted-root FILE``; the
-  certificate's identity (SAN) and OIDC issuer must match exactly or by a
-  full-match regular expression.
+:class:`ChainAuthority`: the bundle's leaf must chain (through the bundle's
+other certificates) to a self-signed root from ``--certificate-chain`` or a
+policy's ``certificateRoots``, checked at the leaf's ``notBefore`` as
+model_signing does, and be usable for signing (key usage digitalSignature,
+or extended key usage codeSigning). Chains are checked by ``cryptography``'s
+X.509 verifier; the envelope's signature by the leaf key. Sigstore keyless
+certificates are :mod:`modelseal.attest.keyless`'s, and
+:mod:`modelseal.attest.authorities` decides which of the two a leaf goes to.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
-import re
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from cryptography import x509
@@ -34,14 +28,23 @@ from modelseal.attest.verifier import verify_signatures
 from modelseal.errors import InputError, KeyFileError, VerificationError
 from modelseal.files import read_limited
 
-__all__ = ["CertificateSigner", "ChainAuthority", "KeylessAuthority", "load_certificates"]
+__all__ = [
+    "OIDC_ISSUER_V1",
+    "OIDC_ISSUER_V2",
+    "CertificateSigner",
+    "ChainAuthority",
+    "leaf_key",
+    "load_certificates",
+    "parse_leaf",
+    "refuse",
+]
 
 MAX_PEM_BYTES = 1024 * 1024
 OIDC_ISSUER_V1 = x509.ObjectIdentifier("1.3.6.1.4.1.57264.1.1")
 OIDC_ISSUER_V2 = x509.ObjectIdentifier("1.3.6.1.4.1.57264.1.8")
 
 
-def _refuse(message: str, reason: Reason = Reason.SIGNATURE_INVALID) -> VerificationError:
+def refuse(message: str, reason: Reason = Reason.SIGNATURE_INVALID) -> VerificationError:
     return VerificationError(f"attestation does not verify: {message}", reason=reason.value)
 
 
@@ -91,14 +94,14 @@ def load_certificates(paths: list[str]) -> list[x509.Certificate]:
     return certs
 
 
-def _leaf_key(cert: x509.Certificate) -> PublicKey:
+def leaf_key(cert: x509.Certificate) -> PublicKey:
     pem = cert.public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
     )
     try:
         return load_public_key(pem, source="signing certificate")
     except KeyFileError as e:
-        raise _refuse(str(e)) from None
+        raise refuse(str(e)) from None
 
 
 def _can_sign(cert: x509.Certificate) -> bool:
@@ -119,7 +122,16 @@ def _parse_der(der: bytes, where: str) -> x509.Certificate:
     try:
         return x509.load_der_x509_certificate(der)
     except ValueError:
-        raise _refuse(f"{where} is not a DER X.509 certificate", Reason.ENVELOPE_INVALID) from None
+        raise refuse(f"{where} is not a DER X.509 certificate", Reason.ENVELOPE_INVALID) from None
+
+
+def parse_leaf(der: bytes) -> x509.Certificate:
+    """The signing certificate of a bundle.
+
+    Raises:
+        VerificationError: not a DER X.509 certificate.
+    """
+    return _parse_der(der, "the signing certificate")
 
 
 class ChainAuthority:
@@ -143,7 +155,7 @@ class ChainAuthority:
         )
 
         if not bundle.certificates:
-            raise _refuse("the bundle is signed by a key, not a certificate; verify it with --trusted")
+            raise refuse("the bundle is signed by a key, not a certificate; verify it with --trusted")
         leaf = _parse_der(bundle.certificates[0], "the signing certificate")
         chain = [_parse_der(d, "a chain certificate") for d in bundle.certificates[1:]] + self.extra
         verifier = (
@@ -159,135 +171,10 @@ class ChainAuthority:
         try:
             verifier.verify(leaf, chain)
         except ChainError as e:
-            raise _refuse(f"certificate {subject} does not chain to a trusted root: {e}") from None
+            raise refuse(f"certificate {subject} does not chain to a trusted root: {e}") from None
         if not _can_sign(leaf):
-            raise _refuse(f"certificate {subject} is not for signing (no digitalSignature or codeSigning)")
-        key = _leaf_key(leaf)
+            raise refuse(f"certificate {subject} is not for signing (no digitalSignature or codeSigning)")
+        key = leaf_key(leaf)
         payload, _ = verify_signatures(bundle.envelope, Keyring([key]))
         fingerprint = hashlib.sha256(bundle.certificates[0]).hexdigest()
         return payload, CertificateSigner(subject, leaf.issuer.rfc4514_string(), fingerprint, key)
-
-
-@dataclass(frozen=True)
-class _Match:
-    exact: str | None
-    pattern: re.Pattern[str] | None
-
-    def __call__(self, value: str) -> bool:
-        if self.exact is not None:
-            return value == self.exact
-        assert self.pattern is not None
-        return self.pattern.fullmatch(value) is not None
-
-
-class _Policy:
-    """The identity check as a ``sigstore`` verification policy, run on the leaf it verified."""
-
-    def __init__(self, authority: KeylessAuthority) -> None:
-        self.authority = authority
-
-    def verify(self, cert: x509.Certificate) -> None:
-        from sigstore.errors import VerificationError as SigstoreVerificationError
-
-        if not any(self.authority.identity(n) for n in _identities(cert)):
-            raise SigstoreVerificationError("certificate identity does not match")
-        oidc = _oidc_issuer(cert)
-        if oidc is None or not self.authority.issuer(oidc):
-            raise SigstoreVerificationError("certificate OIDC issuer does not match")
-
-
-def _oidc_issuer(cert: x509.Certificate) -> str | None:
-    for oid in (OIDC_ISSUER_V2, OIDC_ISSUER_V1):
-        try:
-            ext = cert.extensions.get_extension_for_oid(oid).value
-        except x509.ExtensionNotFound:
-            continue
-        raw = ext.value if isinstance(ext, x509.UnrecognizedExtension) else b""
-        if oid == OIDC_ISSUER_V2 and raw[:1] == b"\x0c" and len(raw) > 2:  # a DER UTF8String
-            return raw[2:].decode("utf-8", "replace") if raw[1] < 0x80 else None
-        return raw.decode("utf-8", "replace")
-    return None
-
-
-def _identities(cert: x509.Certificate) -> list[str]:
-    try:
-        san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-    except x509.ExtensionNotFound:
-        return []
-    names: list[str] = []
-    names += san.get_values_for_type(x509.RFC822Name)
-    names += san.get_values_for_type(x509.UniformResourceIdentifier)
-    names += [str(v.value) for v in san.get_values_for_type(x509.OtherName)]
-    return names
-
-
-class KeylessAuthority:
-    """Sigstore keyless: ``sigstore`` verifies; the identity and OIDC issuer must match."""
-
-    def __init__(
-        self,
-        *,
-        identity: str | None,
-        identity_regexp: str | None,
-        issuer: str | None,
-        issuer_regexp: str | None,
-        trusted_root: str | None = None,
-    ) -> None:
-        self.identity = _Match(identity, re.compile(identity_regexp) if identity_regexp else None)
-        self.issuer = _Match(issuer, re.compile(issuer_regexp) if issuer_regexp else None)
-        self.trusted_root = trusted_root
-
-    def _root(self) -> Any:
-        from sigstore.models import TrustedRoot
-
-        path = self.trusted_root
-        if path is None:  # the public-good root sigstore ships: no network, no cache
-            import sigstore
-
-            path = str(
-                Path(sigstore.__file__).parent / "_store" / "https%3A%2F%2Ftuf-repo-cdn.sigstore.dev"
-                / "trusted_root.json"
-            )  # fmt: skip
-        try:
-            text = read_limited(path, MAX_PEM_BYTES * 4, what="trusted root")
-            return TrustedRoot.from_file(path) if text else None
-        except InputError as e:
-            raise KeyFileError(str(e)) from None
-        except Exception as e:  # sigstore's own parse errors
-            raise KeyFileError(
-                f"trusted root {path} is not a Sigstore trusted root ({type(e).__name__})"
-            ) from None
-
-    def verify(self, bundle: SigstoreBundle, *, now: datetime) -> tuple[bytes, CertificateSigner]:
-        """Let ``sigstore`` verify the bundle offline, then match the identity and issuer."""
-        from sigstore.errors import Error as SigstoreError
-        from sigstore.models import Bundle
-        from sigstore.verify import Verifier
-
-        if not bundle.certificates:
-            raise _refuse(
-                "the bundle is signed by a key, not a Sigstore certificate; verify it with --trusted"
-            )
-        leaf = _parse_der(bundle.certificates[0], "the signing certificate")
-        names, oidc = _identities(leaf), _oidc_issuer(leaf)
-        if not any(self.identity(n) for n in names):
-            shown = ", ".join(names) or "(none)"
-            raise _refuse(f"certificate identity {shown} does not match the one required")
-        if oidc is None or not self.issuer(oidc):
-            raise _refuse(f"certificate OIDC issuer {oidc!r} does not match the one required")
-        verifier = Verifier(trusted_root=self._root())
-        try:
-            sigstore_bundle = Bundle.from_json(json.dumps(bundle.raw))
-            payload_type, payload = verifier.verify_dsse(sigstore_bundle, _Policy(self))
-        except SigstoreError as e:
-            raise _refuse(
-                f"sigstore refused the bundle: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
-            ) from None
-        except ValueError as e:
-            raise _refuse(f"sigstore refused the bundle: {type(e).__name__}") from None
-        if payload_type != "application/vnd.in-toto+json":
-            raise _refuse(f"payload type {payload_type!r}, want in-toto", Reason.PAYLOAD_TYPE)
-        key = _leaf_key(leaf)
-        fingerprint = hashlib.sha256(bundle.certificates[0]).hexdigest()
-        who = next(n for n in names if self.identity(n))
-        return payload, CertificateSigner(who, leaf.issuer.rfc4514_string(), fingerprint, key, oidc)

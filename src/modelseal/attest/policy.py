@@ -3,6 +3,8 @@
 A policy comes from a YAML file (see ``policies/``), from socair-style flags
 (``--trusted DIR``), or from LLMKube's operator flags. All three give the same
 :class:`TrustPolicy`, so one evaluation serves the CLI and the operator.
+Besides keys, a policy may trust certificate roots and Sigstore identities
+(:mod:`modelseal.attest.policy_authorities`) for Sigstore bundles.
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ from pathlib import Path
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from modelseal.attest.authorities import CertificateTrust
 from modelseal.attest.keys import Keyring, PublicKey, load_key_files, load_public_key
+from modelseal.attest.policy_authorities import IdentityEntry, RootEntry, load_certificate_trust
 from modelseal.attest.socair import PREDICATE_TYPE
 from modelseal.durations import parse_max_age
 from modelseal.errors import KeyFileError, PolicyFileError
@@ -55,6 +59,8 @@ class TrustPolicy:
     revoked: frozenset[str] = frozenset()
     windows: dict[str, KeyWindow] = field(default_factory=dict)
     strict: bool = False
+    #: certificate roots and Sigstore identities, for certificate-signed bundles
+    certificates: CertificateTrust = field(default_factory=CertificateTrust)
 
     def active_keys(self, now: datetime) -> tuple[Keyring, dict[str, str]]:
         """The keys that may sign at ``now``, and why each other key may not."""
@@ -95,6 +101,7 @@ class TrustPolicy:
             ",".join(sorted(self.revoked)),
             ",".join(f"{k}:{w.not_before}:{w.not_after}" for k, w in sorted(self.windows.items())),
             str(self.strict),
+            self.certificates.fingerprint() if self.certificates else "",
         ]
         return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
@@ -129,7 +136,10 @@ class _PolicyFile(BaseModel):
 
     apiVersion: str  # noqa: N815
     kind: str
-    keys: list[_KeyEntry] = Field(min_length=1, max_length=1000)
+    keys: list[_KeyEntry] | None = Field(default=None, min_length=1, max_length=1000)
+    certificateRoots: list[RootEntry] | None = Field(default=None, min_length=1, max_length=100)  # noqa: N815
+    identities: list[IdentityEntry] | None = Field(default=None, min_length=1, max_length=100)
+    trustedRoot: str | None = None  # noqa: N815
     threshold: int = Field(default=1, ge=1)
     predicateTypes: list[str] = Field(default=[PREDICATE_TYPE], min_length=1)  # noqa: N815
     allowConditions: bool = False  # noqa: N815
@@ -141,6 +151,8 @@ class _PolicyFile(BaseModel):
     def _check(self) -> _PolicyFile:
         if self.apiVersion != "modelseal.dev/v1" or self.kind != "TrustPolicy":
             raise ValueError("want apiVersion modelseal.dev/v1 and kind TrustPolicy")
+        if not (self.keys or self.certificateRoots or self.identities):
+            raise ValueError("give at least one authority: keys, certificateRoots or identities")
         bad = [k for k in self.revokedKeyIds if not _HEX64.fullmatch(k)]
         if bad:
             raise ValueError(f"revokedKeyIds: {bad[0]!r} is not 64 lowercase hex digits")
@@ -172,7 +184,9 @@ def parse_policy(text: str | bytes, *, base: Path, source: str = "policy") -> Tr
         raise PolicyFileError(f"{source}: larger than {MAX_POLICY_BYTES} bytes")
     raw = load_policy_yaml(text, source)
     if not isinstance(raw, dict):
-        raise PolicyFileError(f"{source}: want a mapping with apiVersion, kind and keys")
+        raise PolicyFileError(
+            f"{source}: want a mapping with apiVersion, kind and keys (or other authorities)"
+        )
     try:
         doc = _PolicyFile.model_validate(raw)
     except ValidationError as e:
@@ -191,7 +205,7 @@ def parse_policy(text: str | bytes, *, base: Path, source: str = "policy") -> Tr
     keys: list[PublicKey] = []
     windows: dict[str, KeyWindow] = {}
     listed: dict[str, int] = {}  # keyid -> the entry that gave it
-    for i, entry in enumerate(doc.keys):
+    for i, entry in enumerate(doc.keys or []):
         where = f"{source}: keys.{i}"
         try:
             loaded = _entry_keys(entry, base, where)
@@ -208,7 +222,10 @@ def parse_policy(text: str | bytes, *, base: Path, source: str = "policy") -> Tr
             if entry.notBefore or entry.notAfter:
                 windows[key.keyid] = KeyWindow(entry.notBefore, entry.notAfter)
     ring = Keyring(keys)
-    if doc.threshold > len(ring):
+    certificates = load_certificate_trust(
+        doc.certificateRoots, doc.identities, doc.trustedRoot, base=base, source=source
+    )
+    if doc.threshold > max(len(ring), 1):  # one signer at least: a key, a root or an identity
         raise PolicyFileError(
             f"{source}: threshold {doc.threshold} is more than the {len(ring)} distinct key(s) given"
         )
@@ -221,6 +238,7 @@ def parse_policy(text: str | bytes, *, base: Path, source: str = "policy") -> Tr
         revoked=frozenset(doc.revokedKeyIds),
         windows=windows,
         strict=doc.strict,
+        certificates=certificates,
     )
 
 

@@ -251,9 +251,10 @@ def _policy(args: argparse.Namespace) -> TrustPolicy:
         except ValueError as e:
             raise UsageError(f"--max-age: {e}") from None
     types = tuple(args.predicate_type) if args.predicate_type else None
-    return policy.with_overrides(
+    policy = policy.with_overrides(
         allow_conditions=args.allow_conditions, max_age=max_age, strict=args.strict, predicate_types=types
     )
+    return bundle_commands.with_flag_authorities(args, policy)
 
 
 def verify_cmd(args: argparse.Namespace) -> int:
@@ -276,7 +277,6 @@ def verify_cmd(args: argparse.Namespace) -> int:
         raise UsageError("give the envelope to verify, or --image", usage=VERIFY_USAGE)
     image = image_reference(args.image, "--image") if args.image is not None else None
     policy = _policy(args)
-    authority = bundle_commands.authority(args)
     mode = Mode(args.mode)
     if image is not None:
         given = read_limited(args.envelope, MAX_ENVELOPE_BYTES, what="attestation") if args.envelope else None
@@ -285,8 +285,8 @@ def verify_cmd(args: argparse.Namespace) -> int:
     try:
         envelope = read_limited(args.envelope, MAX_ENVELOPE_BYTES, what="attestation")
         if is_bundle(envelope):
-            verdict = bundle_commands.verify_bundle(args, envelope, policy, now, authority, _hash)
-            return _report(args, verdict, mode, bound=bool(args.artifact or args.sha256))
+            verdict = bundle_commands.verify_bundle(args, envelope, policy, now, _hash)
+            return _report(args, verdict, mode, bound=bool(args.artifact or args.sha256), envelope=envelope)
         if args.sha256:
             expected = ExpectedDigest(args.sha256.strip().lower())
         elif args.artifact:

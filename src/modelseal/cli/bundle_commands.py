@@ -19,7 +19,6 @@ from modelseal.files import write_atomic
 from modelseal.text import printable
 
 if TYPE_CHECKING:
-    from modelseal.attest.bundle_verifier import CertificateAuthority
     from modelseal.attest.digest import DirectoryDigest
     from modelseal.attest.keys import PublicKey
     from modelseal.attest.policy import TrustPolicy
@@ -28,11 +27,11 @@ if TYPE_CHECKING:
 __all__ = [
     "add_sign_flags",
     "add_verify_flags",
-    "authority",
     "authority_wanted",
     "is_oms",
     "sign_oms",
     "verify_bundle",
+    "with_flag_authorities",
 ]
 
 
@@ -154,32 +153,69 @@ def authority_wanted(args: argparse.Namespace) -> bool:
     return bool(args.certificate_chain) or any(v is not None for v in keyless)
 
 
-def authority(args: argparse.Namespace) -> CertificateAuthority | None:
-    """The certificate authority the flags name: a chain of roots, or a keyless identity."""
+def with_flag_authorities(args: argparse.Namespace, policy: TrustPolicy) -> TrustPolicy:
+    """The policy with the certificate flags applied: they replace its certificate roots and identities.
+
+    ``--trusted-root`` alone, with a policy that names identities, replaces only its trusted root.
+
+    Raises:
+        UsageError: flags that exclude each other, a missing identity or issuer, a bad pattern.
+        KeyFileError: an unreadable certificate chain or trusted root.
+    """
     if not authority_wanted(args):
-        return None
+        return policy
     import re
+    from dataclasses import replace
 
-    from modelseal.attest.certificates import ChainAuthority, KeylessAuthority, load_certificates
+    from modelseal.attest.authorities import CertificateTrust, IdentityRule
+    from modelseal.attest.certificates import load_certificates
 
+    root = _trusted_root(args.trusted_root) if args.trusted_root is not None else None
     if args.certificate_chain:
         if authority_wanted(argparse.Namespace(**{**vars(args), "certificate_chain": None})):
             raise UsageError(
                 "--certificate-chain and the keyless flags (--certificate-identity ...) exclude each other"
             )
-        return ChainAuthority(load_certificates(args.certificate_chain))
+        roots = load_certificates(args.certificate_chain)
+        if not any(c.issuer == c.subject for c in roots):
+            raise KeyFileError("--certificate-chain holds no self-signed root certificate")
+        return replace(policy, certificates=CertificateTrust(roots=tuple(roots)))
     identity = (args.certificate_identity, args.certificate_identity_regexp)
     issuer = (args.certificate_oidc_issuer, args.certificate_oidc_issuer_regexp)
+    if root is not None and not any(identity + issuer) and policy.certificates.identities:
+        return replace(policy, certificates=replace(policy.certificates, trusted_root=root[0],
+                                                    trusted_root_source=root[1]))  # fmt: skip
     for flag, pair in (("--certificate-identity", identity), ("--certificate-oidc-issuer", issuer)):
         if sum(v is not None for v in pair) != 1:
             raise UsageError(f"keyless verification needs exactly one of {flag} and {flag}-regexp")
     try:
-        return KeylessAuthority(
-            identity=identity[0], identity_regexp=identity[1], issuer=issuer[0], issuer_regexp=issuer[1],
-            trusted_root=args.trusted_root,
-        )  # fmt: skip
+        rule = IdentityRule(identity[0], identity[1], issuer[0], issuer[1])
     except re.error as e:
         raise UsageError(f"bad regular expression: {e}") from None
+    trust = CertificateTrust(
+        identities=(rule,),
+        trusted_root=root[0] if root else None,
+        trusted_root_source=root[1] if root else None,
+    )
+    return replace(policy, certificates=trust)
+
+
+def _trusted_root(path: str) -> tuple[bytes, str]:
+    """``--trusted-root``'s bytes, checked to be a Sigstore trusted root.
+
+    Raises:
+        KeyFileError: unreadable, oversized, or not a trusted root.
+    """
+    from modelseal.attest.keyless import MAX_TRUSTED_ROOT_BYTES, load_trusted_root
+    from modelseal.errors import InputError
+    from modelseal.files import read_limited
+
+    try:
+        data = read_limited(path, MAX_TRUSTED_ROOT_BYTES, what="trusted root")
+    except InputError as e:
+        raise KeyFileError(str(e)) from None
+    load_trusted_root(data, path)
+    return data, path
 
 
 def verify_bundle(
@@ -187,13 +223,21 @@ def verify_bundle(
     data: bytes,
     policy: TrustPolicy,
     now: datetime,
-    authority: CertificateAuthority | None,
     hash_artifact: Callable[[str], tuple[str, DirectoryDigest | None]],
 ) -> Verdict:
-    """A Sigstore bundle: OMS bound to ``--artifact`` by its own rules, or a generic statement."""
+    """A Sigstore bundle: OMS bound to ``--artifact`` by its own rules, or a generic statement.
+
+    Without ``--policy``, an OMS signature is admitted as the flags' authority signed it; a
+    policy file admits one only when its ``predicateTypes`` list the OMS predicate type.
+    """
+    from dataclasses import replace
+
     from modelseal.attest.bundle_verifier import ModelBinding, evaluate_bundle
+    from modelseal.attest.oms import PREDICATE_TYPE
     from modelseal.attest.verifier import ExpectedDigest
 
+    if not args.policy and is_oms(data) and PREDICATE_TYPE not in policy.predicate_types:
+        policy = replace(policy, predicate_types=(*policy.predicate_types, PREDICATE_TYPE))
     model, expected = None, None
     if args.artifact:
         signature = None if args.envelope == "-" else args.envelope
@@ -204,7 +248,7 @@ def verify_bundle(
             expected = ExpectedDigest(digest, args.artifact, directory is not None, files)
     elif args.sha256:
         expected = ExpectedDigest(args.sha256.strip().lower())
-    return evaluate_bundle(data, policy, model=model, expected=expected, now=now, authority=authority)
+    return evaluate_bundle(data, policy, model=model, expected=expected, now=now)
 
 
 def is_oms(data: bytes) -> bool:

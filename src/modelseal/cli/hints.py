@@ -33,6 +33,11 @@ def refusal_hint(verdict: Verdict, envelope: bytes, args: argparse.Namespace) ->
             f"; {name} looks like an unsigned Socair report, not a DSSE envelope:"
             f" sign it first (modelseal sign --key KEY.key --report {report})"
         )
+    if verdict.reason == Reason.NO_TRUSTED_KEYS and verdict.details.get("method") == "certificate":
+        return (
+            "; give --certificate-chain ROOT.pem, or --certificate-identity and --certificate-oidc-issuer"
+            " (in a policy: certificateRoots or identities)"
+        )
     asked = args.predicate_type or args.policy
     if verdict.reason == Reason.PREDICATE_TYPE and verdict.predicate_type and not asked:
         found = shlex.quote(printable(verdict.predicate_type))  # the attestation's text: escaped, quoted

@@ -103,6 +103,13 @@ def set_condition(
                        "lastTransitionTime": _timestamp(now), "observedGeneration": generation})  # fmt: skip
 
 
+def _unbound(outcome: GateOutcome, source: SourceCheck | None) -> bool:
+    """An OMS signature admitted on condition that the image holds its files, and no check said so."""
+    if outcome.binding is None:
+        return False
+    return source is None or (source.verified and source.bound != outcome.binding.root_digest)
+
+
 def desired_status(
     status: Mapping[str, Any],
     generation: int,
@@ -146,6 +153,10 @@ def desired_status(
     if outcome is not None and outcome.pending and outcome.mode is Mode.ENFORCE:
         set_condition(conditions, AVAILABLE, False, outcome.reason, outcome.message, generation, now)
         return {**out, "phase": "Pending", "conditions": conditions}
+    if outcome is not None and outcome.mode is Mode.ENFORCE and _unbound(outcome, source):
+        return failed(
+            REASON_REJECTED, "attestation rejected: the signed files were not compared with the image"
+        )
     if source is None:
         conditions = [c for c in conditions if c["type"] != SOURCE_IMAGE_VERIFIED]
     else:

@@ -13,6 +13,8 @@ image's manifest digest (:mod:`modelseal.attest.image_predicate`), which
 binds every file of the image, so no content check follows.
 
 What a forged envelope may cost is bounded in :mod:`modelseal.operator.verdict_cache`.
+Sigstore and OpenSSF Model Signing bundles are recognised by their content
+and judged by :mod:`modelseal.operator.bundle_gate`.
 """
 
 from __future__ import annotations
@@ -24,14 +26,17 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from modelseal.attest.bundle_verifier import is_bundle
 from modelseal.attest.image_predicate import IMAGE_PREDICATE_TYPE
 from modelseal.attest.keys import Keyring, PublicKey
 from modelseal.attest.policy import TrustPolicy
 from modelseal.attest.verdict import Mode, Reason, Verdict
 from modelseal.errors import Error, KeyFileError
+from modelseal.operator.bundle_gate import gate_bundle
 from modelseal.operator.names import is_subdomain
 from modelseal.operator.settings import OperatorSettings
-from modelseal.operator.verdict_cache import VerdictCache, cached_evaluate
+from modelseal.operator.signed_files import SignedFiles
+from modelseal.operator.verdict_cache import MAX_ENVELOPE_BYTES, VerdictCache, cached_evaluate
 from modelseal.publish.reference import parse_reference
 
 __all__ = [
@@ -115,6 +120,8 @@ class GateOutcome:
     code: Reason
     verdict: Verdict | None = None
     pending: bool = False  # not decided yet: the attestations attached to the image are being read
+    #: an admitted OMS signature's files, which the image must hold (the source check compares)
+    binding: SignedFiles | None = None
 
     @property
     def blocks(self) -> bool:
@@ -207,7 +214,11 @@ def evaluate_gate(
         envelope = attestation.get(ref[1])
         if envelope is None:
             raise _RefusedError(f'attestation ConfigMap {where} has no key "{ref[1]}"')
-        verdict = cached_evaluate(envelope, policy, sha, now, cache)
+        binding = None
+        if len(envelope) <= MAX_ENVELOPE_BYTES and is_bundle(envelope):
+            verdict, binding = gate_bundle(envelope, policy, spec, sha, now, cache)
+        else:
+            verdict = cached_evaluate(envelope, policy, sha, now, cache)
     except _RefusedError as r:
         return GateOutcome(
             settings.mode, False, REASON_REJECTED, f"attestation rejected: {r.message}", r.code
@@ -222,11 +233,13 @@ def evaluate_gate(
             verdict,
         )
     message = verdict.message
-    if image is not None:
+    if image is not None and binding is None:
         files = verdict.details.get("files")
         count = f" ({len(files)} file(s))" if isinstance(files, list) else ""
         message += f"; bound to image {image}, so every file of it{count}"
-    return GateOutcome(settings.mode, True, REASON_VERIFIED, message, Reason.ADMITTED, verdict)
+    return GateOutcome(
+        settings.mode, True, REASON_VERIFIED, message, Reason.ADMITTED, verdict, binding=binding
+    )
 
 
 def pinned_image(spec: Mapping[str, Any]) -> str | None:

@@ -42,7 +42,8 @@ class Judgement:
 
     def verdict(self, generation: int) -> ModelVerdict:
         """What the admission webhook is told: admitted when the attestation is, and the
-        source check neither refuses nor is still running (a tag only warns).
+        source check neither refuses nor is still running (a tag only warns); for an OMS
+        signature, the source check found its files served.
 
         The message quotes what the attestation and the registry said: it is kept escaped,
         since webhook denials and eviction Events show it."""
@@ -50,6 +51,15 @@ class Judgement:
         source = self.source
         if self.outcome is not None and not self.outcome.admitted:
             admitted = False
+        elif (
+            self.outcome is not None
+            and self.outcome.binding is not None
+            and (source is None or source.bound != self.outcome.binding.root_digest)
+        ):  # an OMS signature admits only once its files were found served
+            admitted, message = (
+                False,
+                source.message if source is not None else "the signed files were not compared",
+            )
         elif source is not None and not source.verified and source.reason != REASON_NOT_PINNED:
             admitted, message = False, source.message
         return ModelVerdict(generation, admitted, printable(message))

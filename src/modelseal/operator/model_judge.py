@@ -132,7 +132,7 @@ class ModelJudge:
             return None, None
         meta = model["metadata"]
         key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
-        source = await self.sources.check(model["spec"], waiter=key) if outcome is not None else None
+        source = await self.sources.check(model["spec"], key, outcome.binding) if outcome else None
         if source is not None and self.settings.mode is not Mode.ENFORCE:
             source = replace(source, blocks=False, pending=False)
         if not isinstance(model["spec"].get("prefetchOCI"), dict) or (

@@ -21,6 +21,10 @@ and reported, since it can move after the check.
 
 In enforce mode a failed check blocks the Model as a refused attestation
 does; in warn mode it is reported only.
+
+For an OpenSSF Model Signing signature the gate admitted, the check reads
+every file of the image (pinned by digest; once per digest) and compares
+them all with the signed ones (:mod:`modelseal.operator.signed_files`).
 """
 
 from __future__ import annotations
@@ -33,13 +37,17 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from modelseal.errors import Error, VerificationError
 from modelseal.publish.auth import load_docker_config
-from modelseal.publish.contents import check_served, describe, primary_file
+from modelseal.publish.contents import check_served, describe, primary_file, served_files
+from modelseal.publish.layer_content import LayerFile
 from modelseal.publish.reference import ImageReference, parse_reference
 from modelseal.publish.registry import RegistryClient
+
+if TYPE_CHECKING:
+    from modelseal.operator.signed_files import SignedFiles
 
 __all__ = ["SOURCE_IMAGE_VERIFIED", "RegistryAccess", "SourceCheck", "SourceImageChecker", "judge"]
 
@@ -53,6 +61,7 @@ REASON_UNREADABLE = "SourceImageUnreadable"
 REASON_VERIFYING = "VerifyingSourceImage"
 VERIFYING = "verifying source image"
 _CACHE_SIZE = 1024
+_ALL_FILES = "files"  # the cache key's second half when every file was read (an OMS binding)
 
 Waiters = set[Hashable]
 
@@ -66,6 +75,8 @@ class SourceCheck:
     message: str
     blocks: bool = False
     pending: bool = False
+    #: the root digest of the OpenSSF Model Signing signature whose files this check found served
+    bound: str | None = None
 
 
 @dataclass(frozen=True)
@@ -79,9 +90,10 @@ class RegistryAccess:
 
 @dataclass(frozen=True)
 class _Verdict:
-    primary: str | None  # the primary file's path when its bytes matched
+    primary: str | None  # the primary file's path when its bytes matched (or were all read)
     error: Exception | None
     at: float
+    files: tuple[LayerFile, ...] | None = None  # every file, when all were read
 
 
 def judge(ref: ImageReference, sha256: str, primary: str | None, error: Exception | None) -> SourceCheck:
@@ -133,20 +145,29 @@ class SourceImageChecker:
         with self._client(ref) as client:
             return ref.pinned(describe(client, ref)["digest"])
 
-    def _read(self, ref: ImageReference, sha256: str) -> str:
-        """Blocking: the primary file's path once its bytes hash to ``sha256``."""
+    def _read(self, ref: ImageReference, sha256: str) -> tuple[str, tuple[LayerFile, ...] | None]:
+        """Blocking: the primary file's path once its bytes hash to ``sha256`` (every file, for
+        ``_ALL_FILES``)."""
         with self._client(ref) as client:
             info = describe(client, ref)
+            if sha256 == _ALL_FILES:
+                return str(primary_file(info)["path"]), tuple(served_files(client, info, stop=self._stop))
             check_served(client, info, sha256, stop=self._stop)
-            return str(primary_file(info)["path"])
+            return str(primary_file(info)["path"]), None
 
-    async def check(self, spec: Mapping[str, Any], waiter: Hashable | None = None) -> SourceCheck | None:
+    async def check(
+        self, spec: Mapping[str, Any], waiter: Hashable | None = None, binding: SignedFiles | None = None
+    ) -> SourceCheck | None:
         """The check for this Model, or None when its source is not ``oci://`` or it has no sha256.
 
-        Pending (``pending=True``) while the image is read; ``waiter`` is then
-        handed to ``on_settled`` when the verdict is known.
+        With an OpenSSF Model Signing ``binding`` (the gate's), every file of the image is read
+        and compared with the signed ones, and there is always a check. Pending
+        (``pending=True``) while the image is read; ``waiter`` is then handed to
+        ``on_settled`` when the verdict is known.
         """
         source = spec.get("source")
+        if binding is not None and (not isinstance(source, str) or not source.startswith("oci://")):
+            return SourceCheck(False, REASON_MISMATCH, "spec.source is not an oci:// image", blocks=True)
         if not isinstance(source, str) or not source.startswith("oci://"):
             return None
         try:
@@ -154,6 +175,8 @@ class SourceImageChecker:
         except Error as e:
             return SourceCheck(False, REASON_UNREADABLE, f"spec.source: {e}", blocks=True)
         sha256 = spec.get("sha256")
+        if binding is not None:
+            return self._check_files(ref, binding, sha256 if isinstance(sha256, str) else None, waiter)
         if not isinstance(sha256, str) or not sha256:
             return None  # no spec.sha256: refused by the gate, or admitted by an image-bound attestation
         pinned = ref
@@ -170,6 +193,13 @@ class SourceImageChecker:
         if verdict is not None:
             self._verdicts.move_to_end(key)
             return judge(ref, sha256, verdict.primary, verdict.error)
+        failure = self._start(key, pinned, waiter)
+        if failure is not None:
+            return judge(ref, sha256, None, failure.error)
+        return SourceCheck(False, REASON_VERIFYING, VERIFYING, pending=True)
+
+    def _start(self, key: tuple[str, str], ref: ImageReference, waiter: Hashable | None) -> _Verdict | None:
+        """Start reading the image unless a read runs or failed lately; return that failure, if any."""
         if waiter is not None:
             self._waiters.setdefault(key, set()).add(waiter)
         failure = self._failures.get(key)
@@ -177,16 +207,33 @@ class SourceImageChecker:
             failure is None or time.monotonic() - failure.at >= self.retry_after
         ):
             self.reads += 1
-            self._running[key] = asyncio.create_task(self._verify(key, pinned))
+            self._running[key] = asyncio.create_task(self._verify(key, ref))
+        return failure
+
+    def _check_files(
+        self, ref: ImageReference, binding: SignedFiles, sha256: str | None, waiter: Hashable | None
+    ) -> SourceCheck:
+        """An OMS binding: the image, pinned by digest, read whole (once per digest) and compared."""
+        from modelseal.operator.signed_files import judge_files
+
+        if not ref.digest:
+            why = f"{ref.oci} is not pinned by digest: an OpenSSF Model Signing signature binds files, pin it"
+            return SourceCheck(False, REASON_MISMATCH, why, blocks=True)
+        key = (ref.digest, _ALL_FILES)
+        verdict = self._verdicts.get(key)
+        if verdict is not None:
+            self._verdicts.move_to_end(key)
+            return judge_files(ref, binding, verdict.files, verdict.primary, sha256, verdict.error)
+        failure = self._start(key, ref, waiter)
         if failure is not None:
-            return judge(ref, sha256, None, failure.error)
+            return judge_files(ref, binding, None, None, sha256, failure.error)
         return SourceCheck(False, REASON_VERIFYING, VERIFYING, pending=True)
 
     async def _verify(self, key: tuple[str, str], ref: ImageReference) -> None:
         try:
             loop = asyncio.get_running_loop()
-            primary = await loop.run_in_executor(self._pool, self._read, ref, key[1])
-            verdict = _Verdict(primary, None, time.monotonic())
+            primary, files = await loop.run_in_executor(self._pool, self._read, ref, key[1])
+            verdict = _Verdict(primary, None, time.monotonic(), files)
         except asyncio.CancelledError:
             raise
         except Exception as e:  # every failure is a verdict: none may escape a background task

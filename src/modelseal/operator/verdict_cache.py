@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from datetime import datetime
 
 from modelseal.attest.envelope import Envelope, parse_envelope
@@ -22,7 +23,7 @@ from modelseal.attest.verdict import Reason, Verdict
 from modelseal.attest.verifier import ExpectedDigest, evaluate
 from modelseal.errors import Error
 
-__all__ = ["MAX_ENVELOPE_BYTES", "MAX_SIGNATURES", "VerdictCache", "cached_evaluate"]
+__all__ = ["MAX_ENVELOPE_BYTES", "MAX_SIGNATURES", "VerdictCache", "cached_evaluate", "cached_verdict"]
 
 MAX_ENVELOPE_BYTES = 1024 * 1024
 MAX_SIGNATURES = 16
@@ -100,19 +101,43 @@ def cached_evaluate(
     else (an admission, a refusal for age or a key's window) under one with the
     minute when the policy checks dates, so it is decided again a minute later.
     """
-    timeless = (hashlib.sha256(envelope).hexdigest(), policy.fingerprint(), sha.strip().lower(), "")
+
+    def decide() -> Verdict:
+        parsed = _capped(envelope)
+        return (
+            parsed
+            if isinstance(parsed, Verdict)
+            else evaluate(parsed, policy, expected=ExpectedDigest(sha), now=now)
+        )
+
+    return cached_verdict(
+        (hashlib.sha256(envelope).hexdigest(), policy.fingerprint(), sha.strip().lower()),
+        policy,
+        now,
+        cache,
+        decide,
+    )
+
+
+def cached_verdict(
+    key: tuple[str, ...],
+    policy: TrustPolicy,
+    now: datetime,
+    cache: VerdictCache | None,
+    decide: Callable[[], Verdict],
+) -> Verdict:
+    """``decide()``'s verdict, from the cache when ``key`` (which names every input) was decided.
+
+    The time rules are :func:`cached_evaluate`'s.
+    """
+    timeless = (*key, "")
     dated = bool(policy.max_age or policy.windows)
-    timed = (*timeless[:3], now.strftime("%Y%m%d%H%M")) if dated else timeless
+    timed = (*key, now.strftime("%Y%m%d%H%M")) if dated else timeless
     if cache is not None:
         verdict = cache.get(timeless) or (cache.get(timed) if dated else None)
         if verdict is not None:
             return verdict
-    parsed = _capped(envelope)
-    verdict = (
-        parsed
-        if isinstance(parsed, Verdict)
-        else evaluate(parsed, policy, expected=ExpectedDigest(sha), now=now)
-    )
+    verdict = decide()
     # a report from the future is admissible later, whatever the policy says of dates: without
     # dates in the key it is not kept at all (with them, it is kept for the minute)
     if cache is not None and (dated or verdict.reason != Reason.ISSUED_IN_FUTURE):

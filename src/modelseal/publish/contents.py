@@ -22,7 +22,7 @@ from modelseal.publish.layer_content import LayerFile, read_layer
 from modelseal.publish.reference import ImageReference
 from modelseal.publish.registry import MANIFEST_TYPES, RegistryClient
 
-__all__ = ["check_primary", "check_served", "describe", "primary_file"]
+__all__ = ["check_primary", "check_served", "describe", "primary_file", "served_files"]
 
 DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
 # uncompressed tar: what is hashed is what is unpacked
@@ -162,6 +162,36 @@ def check_primary(info: dict[str, Any], sha256: str) -> None:
         )
 
 
+def _read_file(
+    client: RegistryClient,
+    info: dict[str, Any],
+    i: int,
+    stop: threading.Event | None,
+    primary: tuple[str, str] | None = None,
+) -> LayerFile:
+    """Layer ``i``'s one file, its blob streamed once: the primary file (path, SHA-256) must
+    have that digest, and its annotations must agree with its bytes."""
+    entry, image = (info.get("files") or [])[i], info.get("image")
+    where = f"{image}: layer {i}" + (f" ({entry['path']})" if entry.get("path") else "")
+    if entry.get("path") is None:
+        raise VerificationError(f"{where} has no title, so which file it holds is unknown")
+    if entry["mediaType"] not in LAYER_TYPES:
+        raise VerificationError(f"{where} is {entry['mediaType'][:100]!r}, not an uncompressed tar layer")
+    with client.open_blob(entry["layer"]) as chunks:
+        got = read_layer(chunks, digest=entry["layer"], size=entry["layerSize"], title=entry["path"],
+                         where=where, stop=stop)  # fmt: skip
+    if primary is not None and got.path == primary[0] and got.sha256 != primary[1]:
+        raise VerificationError(
+            f"{image}: the primary file {got.path} has SHA-256 {got.sha256}, not {primary[1]}"
+        )
+    if entry.get("sha256") not in (None, got.sha256) or entry.get("size") not in (None, got.size):
+        raise VerificationError(
+            f"{where}: its annotations record {entry.get('sha256')} ({entry.get('size')} bytes);"
+            f" its bytes are {got.sha256} ({got.size} bytes)"
+        )
+    return got
+
+
 def check_served(
     client: RegistryClient, info: dict[str, Any], sha256: str, *, stop: threading.Event | None = None
 ) -> list[LayerFile]:
@@ -176,30 +206,29 @@ def check_served(
         VerificationError: the bytes differ, or the image is not modelseal's shape.
         RegistryError: a layer cannot be read, or its bytes do not match its digest.
     """
-    want, image = sha256.strip().lower(), info.get("image")
+    want = sha256.strip().lower()
     primary = primary_file(info)
     files = info.get("files") or []
     # the primary file first: a refusal comes without reading the rest
     order = sorted(range(len(files)), key=lambda i: files[i].get("path") != primary["path"])
     found: dict[int, LayerFile] = {}
     for i in order:
-        entry = files[i]
-        where = f"{image}: layer {i}" + (f" ({entry['path']})" if entry.get("path") else "")
-        if entry.get("path") is None:
-            raise VerificationError(f"{where} has no title, so which file it holds is unknown")
-        if entry["mediaType"] not in LAYER_TYPES:
-            raise VerificationError(f"{where} is {entry['mediaType'][:100]!r}, not an uncompressed tar layer")
-        with client.open_blob(entry["layer"]) as chunks:
-            got = read_layer(chunks, digest=entry["layer"], size=entry["layerSize"], title=entry["path"],
-                             where=where, stop=stop)  # fmt: skip
-        if got.path == primary["path"] and got.sha256 != want:
-            raise VerificationError(
-                f"{image}: the primary file {got.path} has SHA-256 {got.sha256}, not {want}"
-            )
-        if entry.get("sha256") not in (None, got.sha256) or entry.get("size") not in (None, got.size):
-            raise VerificationError(
-                f"{where}: its annotations record {entry.get('sha256')} ({entry.get('size')} bytes);"
-                f" its bytes are {got.sha256} ({got.size} bytes)"
-            )
-        found[i] = got
+        found[i] = _read_file(client, info, i, stop, (primary["path"], want))
     return [found[i] for i in range(len(files))]
+
+
+def served_files(
+    client: RegistryClient, info: dict[str, Any], *, stop: threading.Event | None = None
+) -> list[LayerFile]:
+    """Every file the image serves, each layer's bytes read and hashed, in layer order.
+
+    The same rules as :func:`check_served` (one regular file per layer, named as
+    its title; annotations agree with the bytes), without a digest to compare:
+    for callers that compare the whole file list (an OpenSSF Model Signing
+    signature's).
+
+    Raises:
+        VerificationError: the image is not modelseal's shape.
+        RegistryError: a layer cannot be read, or its bytes do not match its digest.
+    """
+    return [_read_file(client, info, i, stop) for i in range(len(info.get("files") or []))]
