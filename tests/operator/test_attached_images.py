@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -14,9 +16,11 @@ from modelseal.errors import RegistryError
 from modelseal.operator import attached_images
 from modelseal.operator.attached_images import AttachedImages, _within_budget
 from modelseal.operator.source_image import RegistryAccess
+from modelseal.publish import layout
 from modelseal.publish.image_attestations import AttachedImage
 from modelseal.publish.reference import ImageReference
 from modelseal.publish.referrers import FoundEnvelope
+from tests.publish.hostile import Answer, Seen, hostile_server
 
 DIGEST = "sha256:" + "a" * 64
 
@@ -123,3 +127,40 @@ async def test_a_failed_read_again_keeps_the_earlier_read() -> None:
         assert str(reader.lookup(never, waiter="model-b")) == "registry r.example: HTTP 503"
     finally:
         await reader.close()
+
+
+def many_layers(i: int, layers: int) -> bytes:
+    """A manifest of untitled layers: within every cap, yet about 4 times its size once parsed."""
+    listed = [{"mediaType": "x", "digest": f"sha256:{j:064x}", "size": 1} for j in range(layers)]
+    config = {"mediaType": layout.MEDIA_CONFIG, "digest": f"sha256:{i:064x}", "size": 1}
+    return json.dumps({"schemaVersion": 2, "mediaType": layout.MEDIA_MANIFEST, "config": config,
+                       "layers": listed}).encode()  # fmt: skip
+
+
+async def test_the_cache_counts_the_manifests_it_keeps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only envelopes were counted: 20 Models of a hostile registry's 4 MiB manifests held 270 MiB."""
+    monkeypatch.setattr(attached_images, "MAX_CACHED_BYTES", 3 * 1024 * 1024)
+    manifests = {"sha256:" + hashlib.sha256(body).hexdigest(): body for body in
+                 (many_layers(i, 3000) for i in range(6))}  # fmt: skip
+
+    def script(seen: Seen) -> Answer:
+        digest = seen.path.rpartition("/")[2]
+        if "/manifests/" in seen.path and digest in manifests:
+            return Answer(200, {"Content-Type": layout.MEDIA_MANIFEST}, manifests[digest])
+        if "/referrers/" in seen.path:
+            return Answer(200, {"Content-Type": layout.MEDIA_INDEX}, b'{"schemaVersion":2,"manifests":[]}')
+        return Answer(404)
+
+    with hostile_server(script) as registry:
+        reader = AttachedImages(RegistryAccess(plain_http=frozenset({registry.host})))
+        try:
+            for digest in manifests:
+                ref = ImageReference(registry.host, "m", None, digest)
+                assert reader.lookup(ref, waiter=digest) is None
+                await reader.settle()
+                assert isinstance(reader.lookup(ref, waiter=digest), AttachedImage)
+        finally:
+            await reader.close()
+    kept = [r.attached for r in reader._reads.values() if r.attached is not None]
+    assert 1 < len(kept) < len(manifests) and kept[-1].digest == list(manifests)[-1]
+    assert sum(a.manifest_size for a in kept) * attached_images.PARSED_MANIFEST_FACTOR <= 3 * 1024 * 1024

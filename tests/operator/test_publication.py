@@ -159,6 +159,15 @@ def test_a_job_that_was_to_sign_must_report_its_attestation() -> None:
         )  # fmt: skip
 
 
+def test_a_result_nested_too_deep_fails_the_publication_in_one_line() -> None:
+    """A termination message fits 4096 bytes: enough to nest JSON past Python's recursion limit,
+    which raised RecursionError out of the reconcile (an InternalError with a traceback)."""
+    for message in ("[" * 4000, result()[:-1] + ',"attestation":' + "[" * 3500):
+        made = pod({"downloader": (0, ""), "publisher": (0, message)})
+        done = finished(JOB, [made], "reg.example.com/models/qwen:v1", {"model.gguf": None}, 1)
+        assert done.phase == "Failed" and "not its JSON result" in done.message, done.message
+
+
 def test_status_follows_the_publication() -> None:
     running = Publication("Running", "sha256:f", 2, "job", message="Job job is running")
     status = desired_status({}, 2, None, NOW, running)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import timedelta
 from typing import Any
 
 import pytest
 
+from modelseal.attest.private_keys import generate_key
 from modelseal.errors import KeyFileError
 from modelseal.operator.gate import ConfigMapRead
 from modelseal.operator.kube import KubeApi
@@ -72,3 +73,46 @@ def test_the_parsed_keys_stay_with_their_read() -> None:
     for _ in range(2):  # a refusal is kept too, and raised again
         with pytest.raises(KeyFileError, match=r"src: key 'bad\.pub'"):
             broken.trusted_keys("src")
+
+
+class OvertakenApi(RecordingApi):
+    """The API answers what it held when asked; ``overtake`` runs before that answer arrives."""
+
+    overtake: Callable[[], Awaitable[None]] | None = None
+
+    async def read_configmap(self, namespace: str, name: str) -> ConfigMapRead:
+        found = await super().read_configmap(namespace, name)
+        if (namespace, name) == TRUSTED and self.overtake is not None:
+            overtake, self.overtake = self.overtake, None
+            await overtake()
+        return found
+
+
+async def test_a_rotation_the_watch_reports_during_a_read_is_not_undone_by_it() -> None:
+    """A recheck's read of the shared keys (the trusted keys, the publisher's) was stored as it came
+    back: a rotation the watch reported meanwhile was overwritten with the keys it removed, which
+    admitted again until the next recheck (10 minutes)."""
+    envelope = socair_envelope("authorized").decode()
+    rotated = {"other.pub": generate_key("ed25519").public_pem()}
+    maps = {TRUSTED: ConfigMapRead({"operator.pub": OPERATOR_PUB}),
+            ("default", "att"): ConfigMapRead({"attestation.dsse.json": envelope})}  # fmt: skip
+    api = OvertakenApi(maps)
+    clock = [FIXTURE_NOW]
+    reconciler = Reconciler(ENFORCE, api, clock=lambda: clock[0])
+    key = reconciler.remember({"metadata": {"namespace": "default", "name": "m", "generation": 1},
+                               "spec": {"sha256": FIXTURE_SHA256, "attestation": {"configMapKeyRef": {
+                                   "name": "att", "key": "attestation.dsse.json"}}}})  # fmt: skip
+    await reconciler.reconcile(key)
+    assert reconciler.models[key]["status"]["phase"] == "Ready"
+
+    async def the_watch_reports_a_rotation() -> None:
+        maps[TRUSTED] = ConfigMapRead(rotated)
+        await reconciler.reconcile_many(reconciler.observe_configmap(*TRUSTED, {"data": rotated}))
+        assert reconciler.models[key]["status"]["phase"] == "Failed"
+
+    api.overtake = the_watch_reports_a_rotation
+    clock[0] = FIXTURE_NOW + ENFORCE.recheck_interval + timedelta(seconds=1)
+    assert await reconciler.recheck() == 1 and api.overtake is None
+    assert reconciler.configmaps[TRUSTED].data == rotated
+    assert reconciler.models[key]["status"]["phase"] == "Failed"
+    await api.close()

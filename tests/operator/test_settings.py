@@ -99,6 +99,8 @@ def test_registry_and_publisher_flags(tmp_path: Path) -> None:
         (["--model-attestation=enforce", "--model-attestation-trusted-keys=a/b",
           "--publisher-signing-key-secret=Publishing/key"], "is not a valid"),
         (["--discover-image-attestations"], "--discover-image-attestations needs --model-attestation warn or enforce"),
+        (["--model-attestation=enforce", "--model-attestation-trusted-keys=a/b", "--publisher-signing-key-secret=a/b"],
+         "--publisher-signing-key-secret a/b names the trusted keys ConfigMap"),  # trusted keys as the publisher's
     ],
 )  # fmt: skip
 def test_operator_run_flag_errors(cli: Run, flags: list[str], message: str) -> None:

@@ -33,6 +33,7 @@ from modelseal.publish.referrers import (
     artifact_manifest,
     attach,
     fetch_envelopes,
+    list_referrers,
     referrers_tag,
 )
 from modelseal.publish.registry import RegistryClient
@@ -258,6 +259,19 @@ def test_a_hostile_listing_is_read_only_so_far(registry: Registry, tmp_path: Pat
         assert all(f.envelope is None and "no such manifest" in (f.error or "") for f in found)
         result = verified(front.host, pinned)
         assert f"none of the {MAX_ENVELOPES} attached attestations (500 listed)" in result.verdict.message
+
+
+def test_a_long_listing_keeps_only_what_is_read(registry: Registry, tmp_path: Path) -> None:
+    """Every page was kept, then filtered: 8 pages of 4 MiB cost the operator about 90 MiB a read."""
+    ref = published(registry.host, tmp_path)
+    with referrers_front(registry.host, page_size=1000) as front:
+        descriptor = {"mediaType": layout.MEDIA_MANIFEST, "size": 10, "artifactType": ARTIFACT_TYPE}
+        front.extra = [{**descriptor, "digest": "sha256:" + f"{i % 3000:064x}"} for i in range(6000)]
+        front.extra.insert(1, {**descriptor, "digest": "sha256:" + "f" * 64, "artifactType": "other"})
+        with client(front.host) as c:
+            kept, via, listed = list_referrers(c, ref.digest or "")
+    assert via == VIA_API and listed == 6000 and len(front.listed) == 6
+    assert [d["digest"] for d in kept] == ["sha256:" + f"{i:064x}" for i in range(MAX_ENVELOPES)]
 
 
 def test_an_oversized_referrers_list_is_refused(registry: Registry, tmp_path: Path) -> None:

@@ -162,3 +162,28 @@ def test_a_huge_token_response_is_refused() -> None:
     ):
         c.get_manifest("v1")
     assert server.sent < BOUNDED
+
+
+def test_an_error_body_nested_past_the_recursion_limit_is_one_line() -> None:
+    """64 KiB of "[" raised RecursionError out of the client: an operator reading a discovered
+    attestation logged a traceback, and `verify --image` exited 3 as for a bug."""
+    with (
+        hostile_server(manifest_answer(Answer(400, {}, b"[" * 60_000))) as server,
+        client(server.host) as c,
+        pytest.raises(RegistryError, match=r"^fetch manifest v1: HTTP 400$"),
+    ):
+        c.get_manifest("v1")
+
+
+def test_a_token_nested_past_the_recursion_limit_is_one_line() -> None:
+    def script(seen: Seen) -> Answer:
+        if seen.path.startswith("/token"):
+            return Answer(200, {"Content-Type": "application/json"}, b'{"token":' + b"[" * 60_000)
+        return Answer(401, {"WWW-Authenticate": f'Bearer realm="http://127.0.0.1:{server.port}/token"'})
+
+    with (
+        hostile_server(script) as server,
+        client(server.host) as c,
+        pytest.raises(RegistryError, match="returned no token"),
+    ):
+        c.get_manifest("v1")

@@ -21,7 +21,8 @@ evidence: an envelope is addressed by its digest and judged afresh each time
 (with the keys of the moment), so a failed re-read keeps the earlier one. A
 Model that no attachment admits asks for a re-read (:meth:`AttachedImages.refresh`),
 since an attestation may be attached later. The cache holds at most 1024
-images and 64 MiB of envelopes.
+images and 64 MiB of envelopes and parsed manifests (a manifest of 4 MiB
+lists some 36,000 layers, about 14 MiB once parsed).
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ __all__ = ["AttachedImages", "Lookup"]
 _logger = logging.getLogger(__name__)
 
 MAX_IMAGE_ENVELOPE_BYTES = 1024 * 1024  # kept per image, in all
-MAX_CACHED_BYTES = 64 * 1024 * 1024
+MAX_CACHED_BYTES = 64 * 1024 * 1024  # envelopes and parsed manifests
+PARSED_MANIFEST_FACTOR = 4  # a manifest's layers, parsed, take up to about 4 times its bytes
 MAX_CACHED_IMAGES = 1024
 READ_DEADLINE = 60.0  # seconds for one image's whole read
 BYTE_TIMEOUT = 20.0  # seconds a request waits for its next byte
@@ -115,6 +117,12 @@ class _Read:
     attached: AttachedImage | None  # the latest successful read
     error: Error | None  # why the latest read failed, if it did
     at: float
+
+
+def _footprint(read: _Read) -> int:
+    """About what a cached read holds in memory: its envelopes and its parsed manifest."""
+    found = read.attached
+    return 0 if found is None else found.size + PARSED_MANIFEST_FACTOR * found.manifest_size
 
 
 class AttachedImages:
@@ -201,10 +209,10 @@ class AttachedImages:
     def _keep(self, key: ImageKey, read: _Read) -> None:
         self._reads[key] = read
         self._reads.move_to_end(key)
-        total = sum(r.attached.size for r in self._reads.values() if r.attached is not None)
+        total = sum(_footprint(r) for r in self._reads.values())
         while len(self._reads) > 1 and (len(self._reads) > MAX_CACHED_IMAGES or total > MAX_CACHED_BYTES):
             _, dropped = self._reads.popitem(last=False)
-            total -= dropped.attached.size if dropped.attached is not None else 0
+            total -= _footprint(dropped)
 
     async def settle(self) -> None:
         """Wait until no read is running (the Models that waited judged again)."""

@@ -80,12 +80,20 @@ class ModelJudge:
 
     async def _configmap(self, namespace: str, name: str, fresh: bool) -> ConfigMapRead:
         """From the watch's copy, or read from the API (always, when ``fresh``)."""
-        assert self.api is not None
         cached = None if fresh else self.configmaps.get((namespace, name))
-        if cached is None:
-            cached = await self.api.read_configmap(namespace, name)
-            self.configmaps[(namespace, name)] = cached
-        return cached
+        return cached if cached is not None else await self.read_configmap(namespace, name)
+
+    async def read_configmap(self, namespace: str, name: str) -> ConfigMapRead:
+        """Read from the API and keep it, unless the watch reported the ConfigMap while the read ran:
+        the read may be older than the change it reported (a removed key), so the watch's copy stays."""
+        assert self.api is not None
+        before = self.configmaps.get((namespace, name))
+        read = await self.api.read_configmap(namespace, name)
+        now = self.configmaps.get((namespace, name))
+        if now is not before:
+            return now if now is not None else read
+        self.configmaps[(namespace, name)] = read
+        return read
 
     async def _shared(self, ref: tuple[str, str] | None) -> ConfigMapRead | None:
         """A ConfigMap every Model shares (a recheck pass reads it once, up front)."""

@@ -37,7 +37,7 @@ def parse_result(
     """
     try:
         doc = json.loads(message)
-    except ValueError:
+    except (ValueError, RecursionError):  # 4096 bytes nest deeper than Python's recursion limit
         raise InputError("the publisher's termination message is not its JSON result") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("image"), str):
         raise InputError("the publisher's result names no image")
@@ -77,7 +77,7 @@ def signed_result(message: str) -> str:
     """
     try:
         found = json.loads(message).get("attestation")
-    except (ValueError, AttributeError):
+    except (ValueError, RecursionError, AttributeError):
         found = None
     referrer = found.get("referrer") if isinstance(found, dict) else None
     keys = found.get("keys") if isinstance(found, dict) else None

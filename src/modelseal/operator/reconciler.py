@@ -237,7 +237,7 @@ class Reconciler(ModelJudge):
         for shared in (self.settings.trusted_keys, self.settings.publisher_signing):
             if keys and shared is not None and self.api is not None:
                 try:
-                    self.configmaps[shared] = await self.api.read_configmap(*shared)
+                    await self.read_configmap(*shared)
                 except KubeError as e:  # the pass goes on: every Model is refused for it, none stays stale
                     self.configmaps[shared] = ConfigMapRead(error=str(e))
         await self.reconcile_many(keys, fresh=True)

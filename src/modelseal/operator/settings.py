@@ -238,6 +238,12 @@ class OperatorSettings:
                 "--model-attestation-trusted-keys must be namespace/name when --model-attestation is warn"
                 ' or enforce (got "")'
             )
+        signing = parse_signing_secret(publisher_signing_key_secret, parsed_mode)
+        if signing is not None and signing == keys:  # its keys would admit images as the publisher's
+            raise UsageError(
+                f"--publisher-signing-key-secret {'/'.join(signing)} names the trusted keys ConfigMap:"
+                " give the publisher's public keys a ConfigMap of their own"
+            )
         return cls(
             mode=parsed_mode,
             trusted_keys=keys,
@@ -251,7 +257,7 @@ class OperatorSettings:
             webhook=_webhook(admission_webhook, admission_webhook_cert, admission_webhook_key),
             evict_on_revoke=evict_on_revoke,
             allow_plain_http_sources=allow_plain_http_sources,
-            publisher_signing=parse_signing_secret(publisher_signing_key_secret, parsed_mode),
+            publisher_signing=signing,
             discover_image_attestations=discover_image_attestations,
         )
 

@@ -87,6 +87,7 @@ class AttachedImage:
     found: tuple[FoundEnvelope, ...]
     via: str
     listed: int  # how many referrers the registry listed (at most MAX_ENVELOPES are read)
+    manifest_size: int = 0  # the bytes of the image's manifest, which ``info`` was parsed from
 
     @property
     def size(self) -> int:
@@ -169,7 +170,8 @@ def read_attached(client: RegistryClient, ref: ImageReference) -> AttachedImage:
     """
     info, subject = read_subject(client, ref)
     found, via, listed = fetch_envelopes(client, subject.digest)
-    return AttachedImage(ref.pinned(subject.digest).oci, subject.digest, info, tuple(found), via, listed)
+    pinned = ref.pinned(subject.digest).oci
+    return AttachedImage(pinned, subject.digest, info, tuple(found), via, listed, subject.size)
 
 
 def judge_attached(attached: AttachedImage, policies: Sequence[TrustPolicy], check: Check) -> ImageVerdict:

@@ -64,6 +64,6 @@ def registry_error(response: httpx.Response, what: str) -> RegistryError:
         if errors and isinstance(errors[0], dict):
             code, message = str(errors[0].get("code", ""))[:100], str(errors[0].get("message", ""))[:200]
             detail = f": {code} {message}".rstrip()
-    except (ValueError, AttributeError, RegistryError, httpx.HTTPError):
-        pass
+    except (ValueError, RecursionError, AttributeError, RegistryError, httpx.HTTPError):
+        pass  # no error code to quote: not JSON, or nested past Python's recursion limit
     return RegistryError(f"{what}: HTTP {response.status_code}{detail}")
