@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 from modelseal.attest.image_predicate import IMAGE_PREDICATE_TYPE
 from tests.cli.conftest import Run
 from tests.conftest import TESTDATA
-from tests.publish.helpers import skopeo
+from tests.publish.helpers import file_layer, push_crafted, skopeo
 from tests.publish.servers import Registry
 
 SAMPLE = TESTDATA / "sample-model"
@@ -41,6 +42,29 @@ def statement(envelope: str) -> dict[str, object]:
     doc = json.loads(envelope)
     payload: dict[str, object] = json.loads(base64.b64decode(doc["payload"]))
     return payload
+
+
+def test_attest_signs_the_hashes_of_the_bytes_served_not_the_annotations(
+    cli: Run, registry: Registry, tmp_path: Path
+) -> None:
+    """Before, the file list came from the layers' annotations: a pusher could write down the
+    hash of weights someone trusts over other bytes, and the attester vouched for it."""
+    key, pub = keys(cli, tmp_path)
+    honest, evil = b"weights someone trusts" * 40, b"weights nobody looked at" * 40
+    want = hashlib.sha256(honest).hexdigest()
+    lying = push_crafted(registry.host, "m/lying:v1", [file_layer("model.gguf", evil, sha256=want)])
+    r = cli("attest", lying, "--key", key, "--plain-http")
+    assert (r.code, r.out) == (1, "")
+    assert r.err == (
+        f"error: {lying}: layer 0 (model.gguf): its annotations record {want} ({len(evil)} bytes);"
+        f" its bytes are {hashlib.sha256(evil).hexdigest()} ({len(evil)} bytes)\n"
+    )
+    honest_image = push_crafted(registry.host, "m/honest:v1", [file_layer("model.gguf", honest)])
+    r = cli("attest", honest_image, "--key", key, "--plain-http", "--out", tmp_path / "honest.dsse.json")
+    assert r.code == 0, r.err
+    verified = cli("verify", tmp_path / "honest.dsse.json", "--image", honest_image, "--trusted", pub,
+                   "--plain-http")  # fmt: skip
+    assert verified.code == 0, verified.err
 
 
 def test_attest_a_tag_signs_its_digest_and_says_so(cli: Run, registry: Registry, tmp_path: Path) -> None:

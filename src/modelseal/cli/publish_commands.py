@@ -207,7 +207,9 @@ def _sign_and_attach(
     from modelseal.cli.image_commands import attach_signed
     from modelseal.publish.image_attestations import sign_image
 
-    signed = sign_image(client, reference, keys)
+    # just pushed by digest: the manifest read back is this publish's own, its annotations the
+    # hashes it computed while uploading, so the layers need not be read again
+    signed = sign_image(client, reference, keys, read_layers=False)
     if envelope_file:  # written first: a file that cannot be written stops it before anything is attached
         write_atomic(envelope_file, signed.envelope.to_json())
     attached = attach_signed(client, signed)

@@ -31,7 +31,7 @@ from modelseal.attest.signers import KeySigner
 from modelseal.attest.verdict import Reason, Verdict
 from modelseal.attest.verifier import ExpectedDigest, evaluate
 from modelseal.errors import RegistryError
-from modelseal.publish.contents import describe
+from modelseal.publish.contents import describe, served_files
 from modelseal.publish.reference import ImageReference
 from modelseal.publish.referrers import FoundEnvelope, Subject, fetch_envelopes
 from modelseal.publish.registry import RegistryClient
@@ -118,13 +118,20 @@ def sign_image(
     predicate_type: str | None = None,
     predicate: dict[str, Any] | None = None,
     now: datetime | None = None,
+    read_layers: bool = True,
 ) -> SignedImage:
     """Sign a Statement about the image ``ref`` names (resolving a tag to its digest).
 
-    Without ``predicate_type`` the predicate is the image predicate listing its files.
+    Without ``predicate_type`` the predicate is the image predicate listing its
+    files, and every layer is streamed once: its bytes must hash to the SHA-256
+    and size its annotations record, so a signer never vouches for a hash a
+    pusher merely wrote down. ``read_layers=False``
+    takes the annotations as they are, for a publisher that has just pushed
+    the image by digest with annotations it computed itself.
 
     Raises:
-        RegistryError, VerificationError: the image cannot be read, or is malformed.
+        RegistryError, VerificationError: the image cannot be read, is malformed,
+            or a layer's bytes disagree with its annotations.
         InputError: the image records no files (for the default predicate).
     """
     info, subject = read_subject(client, ref)
@@ -135,6 +142,8 @@ def sign_image(
         if predicate_type is not None
         else image_predicate(name, subject.digest, subject.media_type, info, issued=now)
     )
+    if predicate_type is None and read_layers:
+        served_files(client, info)  # raises unless every layer's bytes agree with its annotations
     statement = image_statement(name, subject.digest, kind, body or {})
     return SignedImage(sign_payload(statement, keys), subject, name, info, kind)
 
