@@ -20,9 +20,9 @@ from modelseal.errors import RegistryError
 from modelseal.operator.attached_gate import discovered_image, evaluate_attached
 from modelseal.operator.conditions import desired_status
 from modelseal.operator.gate import ConfigMapRead, GateOutcome
+from modelseal.publish.attached_envelopes import FoundEnvelope
 from modelseal.publish.image_attestations import AttachedImage
 from modelseal.publish.reference import parse_reference
-from modelseal.publish.referrers import FoundEnvelope
 from tests.conftest import FIXTURE_NOW
 from tests.operator.cluster import ENFORCE
 

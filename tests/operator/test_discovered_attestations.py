@@ -17,9 +17,10 @@ from modelseal.attest.private_keys import generate_key
 from modelseal.operator.settings import GROUP, VERSION
 from modelseal.operator.source_image import RegistryAccess
 from modelseal.publish import layout
+from modelseal.publish.attached_envelopes import MAX_ENVELOPES
 from modelseal.publish.image_attestations import read_subject, sign_image
 from modelseal.publish.reference import ImageReference
-from modelseal.publish.referrers import ARTIFACT_TYPE, MAX_ENVELOPES, attach
+from modelseal.publish.referrers import ARTIFACT_TYPE, attach
 from modelseal.publish.registry import RegistryClient
 from tests.operator.cluster import (
     ENFORCE,

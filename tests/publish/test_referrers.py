@@ -18,22 +18,24 @@ from modelseal.attest.private_keys import SigningKey, generate_key
 from modelseal.attest.sign import sign_payload
 from modelseal.errors import RegistryError, VerificationError
 from modelseal.publish import layout
+from modelseal.publish.attached_envelopes import (
+    MAX_ENVELOPES,
+    _artifact_layer,
+    _next_link,
+    fetch_envelopes,
+    list_referrers,
+)
 from modelseal.publish.image_attestations import ImageVerdict, read_subject, sign_image, verify_image
 from modelseal.publish.reference import ImageReference, parse_reference
 from modelseal.publish.referrers import (
     ARTIFACT_TYPE,
     EMPTY_DIGEST,
     ENVELOPE_MEDIA_TYPE,
-    MAX_ENVELOPES,
     VIA_API,
     VIA_TAG,
     Subject,
-    _artifact_layer,
-    _next_link,
     artifact_manifest,
     attach,
-    fetch_envelopes,
-    list_referrers,
     referrers_tag,
 )
 from modelseal.publish.registry import RegistryClient

@@ -40,10 +40,10 @@ import httpx
 
 from modelseal.errors import Error, InputError, OperationalError
 from modelseal.operator.source_image import RegistryAccess
+from modelseal.publish.attached_envelopes import FoundEnvelope
 from modelseal.publish.auth import load_docker_config
 from modelseal.publish.image_attestations import AttachedImage, read_attached
 from modelseal.publish.reference import ImageReference
-from modelseal.publish.referrers import FoundEnvelope
 from modelseal.publish.registry import RegistryClient
 
 __all__ = ["AttachedImages", "Lookup"]

@@ -31,9 +31,10 @@ from modelseal.attest.signers import KeySigner
 from modelseal.attest.verdict import Reason, Verdict
 from modelseal.attest.verifier import ExpectedDigest, evaluate
 from modelseal.errors import RegistryError
+from modelseal.publish.attached_envelopes import FoundEnvelope, fetch_envelopes
 from modelseal.publish.contents import describe, served_files
 from modelseal.publish.reference import ImageReference
-from modelseal.publish.referrers import FoundEnvelope, Subject, fetch_envelopes
+from modelseal.publish.referrers import Subject
 from modelseal.publish.registry import RegistryClient
 
 __all__ = [
