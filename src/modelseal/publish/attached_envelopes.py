@@ -12,7 +12,6 @@ distinct attestations are kept, whatever a registry lists.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import urllib.parse
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ from modelseal.publish.referrers import (
     read_tag_index,
 )
 from modelseal.publish.registry import RegistryClient
+from modelseal.publish.replies import json_object
 
 __all__ = ["MAX_ENVELOPES", "FoundEnvelope", "fetch_envelopes", "list_referrers"]
 
@@ -94,12 +94,7 @@ def _next_link(header: str) -> str | None:
 def _artifact_layer(body: bytes, digest: str, subject: str) -> dict[str, Any]:
     """The envelope layer of a referrer manifest, after checking it refers to ``subject``."""
     where = f"referrer {digest}"
-    try:
-        manifest = json.loads(body)
-    except (ValueError, RecursionError):
-        raise RegistryError(f"{where}: the manifest is not JSON") from None
-    if not isinstance(manifest, dict):
-        raise RegistryError(f"{where}: the manifest is not a JSON object")
+    manifest = json_object(body, where)
     named = manifest.get("subject")
     named_digest = named.get("digest") if isinstance(named, dict) else None
     if named_digest != subject:

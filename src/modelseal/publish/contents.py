@@ -11,7 +11,6 @@ each other, ``..``, absolute, control characters) is refused when parsed.
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 from typing import Any
@@ -21,6 +20,7 @@ from modelseal.publish import layout
 from modelseal.publish.layer_content import LayerFile, read_layer
 from modelseal.publish.reference import ImageReference
 from modelseal.publish.registry import MANIFEST_TYPES, RegistryClient
+from modelseal.publish.replies import json_object
 
 __all__ = ["check_primary", "check_served", "describe", "primary_file", "served_files"]
 
@@ -92,12 +92,7 @@ def describe(client: RegistryClient, ref: ImageReference) -> dict[str, Any]:
     if got is None:
         raise RegistryError(f"{ref}: no such image")
     body, media_type, digest = got
-    try:
-        manifest = json.loads(body)
-    except (ValueError, RecursionError):
-        raise RegistryError(f"{ref}: the manifest is not JSON") from None
-    if not isinstance(manifest, dict):
-        raise RegistryError(f"{ref}: the manifest is not a JSON object")
+    manifest = json_object(body, str(ref))
     kind = manifest.get("mediaType") or media_type
     if kind not in (layout.MEDIA_MANIFEST, DOCKER_MANIFEST) or "manifests" in manifest:
         raise RegistryError(f"{ref}: {str(kind)[:100]!r} is not a single image manifest")

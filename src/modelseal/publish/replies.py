@@ -9,14 +9,31 @@ inflate it, so a few kilobytes on the wire never become gigabytes in memory.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import httpx
 
 from modelseal.errors import RegistryError
 
-__all__ = ["MAX_REPLY_BYTES", "read_capped", "registry_error", "with_body"]
+__all__ = ["MAX_REPLY_BYTES", "json_object", "read_capped", "registry_error", "with_body"]
 
 MAX_REPLY_BYTES = 64 * 1024  # any body but a manifest: errors, answers to uploads and checks
+
+
+def json_object(body: bytes, where: str) -> dict[str, Any]:
+    """A document the registry served, which must be one JSON object.
+
+    Raises:
+        RegistryError: ``<where>: the manifest is not JSON`` (or nests past the
+            recursion limit), or not a JSON object.
+    """
+    try:
+        document = json.loads(body)
+    except (ValueError, RecursionError):
+        raise RegistryError(f"{where}: the manifest is not JSON") from None
+    if not isinstance(document, dict):
+        raise RegistryError(f"{where}: the manifest is not a JSON object")
+    return document
 
 
 def read_capped(response: httpx.Response, limit: int, what: str) -> bytes:
