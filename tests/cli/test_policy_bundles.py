@@ -240,6 +240,28 @@ def test_a_keyless_style_certificate_never_counts_through_a_root(cli: Run, tmp_p
         assert "a Sigstore keyless certificate (OIDC issuer 'https://accounts.example.com')" in r.err
 
 
+@pytest.mark.parametrize("length", [40, 200])
+def test_fulcios_v2_issuer_extension_routes_to_the_identities_whatever_its_length(
+    cli: Run, tmp_path: Path, length: int
+) -> None:
+    """Fulcio writes the issuer as a DER UTF8String (1.3.6.1.4.1.57264.1.8); one past 127 bytes has
+    a long-form length (a GKE cluster's issuer URL can be that long). Such a leaf is still keyless:
+    a root listed under certificateRoots must not admit it."""
+    (tmp_path / "ca").mkdir()
+    root = issue(tmp_path / "ca", "root", ca=True, days=3650)
+    long_issuer = "https://container.googleapis.com/v1/projects/p/locations/l/clusters/" + "c" * length
+    leaf = issue(tmp_path / "ca", "leaf", issuer=root, oidc_issuer_v2=long_issuer)
+    model = small_model(tmp_path / "model")
+    signed = cli("sign", "--format", "oms", "--key", leaf.key_file,
+                 "--signing-certificate", leaf.cert_file, model)  # fmt: skip
+    assert signed.code == 0, signed.err
+    for args in (("--certificate-chain", root.cert_file),
+                 ("--policy", policy(tmp_path, f"certificateRoots:\n  - file: {root.cert_file}\npredicateTypes: [{OMS}]\n"))):  # fmt: skip
+        r = cli("verify", model / "model.sig", *args, "--artifact", model)
+        assert r.code == 1, r.out
+        assert f"a Sigstore keyless certificate (OIDC issuer '{long_issuer}')" in r.err, r.err
+
+
 def test_generic_keyless_bundles_under_a_policy(cli: Run, tmp_path: Path) -> None:
     bundle = TESTDATA / "sigstore" / "dsse_v001_bundle.sigstore.json"
     subject = "3862a3677d33a45134a2ce3452b23f8f7459fe581cefbc3818272648cd987cfb"

@@ -32,7 +32,14 @@ from modelseal.attest.certificates import (
 from modelseal.attest.verdict import Reason
 from modelseal.errors import KeyFileError
 
-__all__ = ["MAX_TRUSTED_ROOT_BYTES", "KeylessAuthority", "identities", "load_trusted_root", "oidc_issuer"]
+__all__ = [
+    "MAX_TRUSTED_ROOT_BYTES",
+    "KeylessAuthority",
+    "identities",
+    "is_keyless",
+    "load_trusted_root",
+    "oidc_issuer",
+]
 
 MAX_TRUSTED_ROOT_BYTES = 4 * 1024 * 1024
 
@@ -68,18 +75,41 @@ def load_trusted_root(data: bytes | None, source: str | None = None) -> Any:
         ) from None
 
 
+def _extension(cert: x509.Certificate, oid: x509.ObjectIdentifier) -> bytes | None:
+    try:
+        ext = cert.extensions.get_extension_for_oid(oid).value
+    except x509.ExtensionNotFound:
+        return None
+    return ext.value if isinstance(ext, x509.UnrecognizedExtension) else b""
+
+
+def _der_utf8_string(raw: bytes) -> str | None:
+    """The text of exactly one DER UTF8String (short or long form length), else None."""
+    if len(raw) < 2 or raw[0] != 0x0C:
+        return None
+    if raw[1] < 0x80:
+        size, body = raw[1], raw[2:]
+    else:
+        width = raw[1] & 0x7F
+        if not 1 <= width <= 4 or len(raw) < 2 + width:
+            return None
+        size, body = int.from_bytes(raw[2 : 2 + width], "big"), raw[2 + width :]
+    return body.decode("utf-8", "replace") if size == len(body) else None
+
+
+def is_keyless(cert: x509.Certificate) -> bool:
+    """Whether the certificate carries a Fulcio OIDC-issuer extension (v1 or v2), readable or not."""
+    return any(_extension(cert, oid) is not None for oid in (OIDC_ISSUER_V2, OIDC_ISSUER_V1))
+
+
 def oidc_issuer(cert: x509.Certificate) -> str | None:
     """The OIDC issuer Fulcio recorded in the certificate (v2 extension first), or None."""
-    for oid in (OIDC_ISSUER_V2, OIDC_ISSUER_V1):
-        try:
-            ext = cert.extensions.get_extension_for_oid(oid).value
-        except x509.ExtensionNotFound:
-            continue
-        raw = ext.value if isinstance(ext, x509.UnrecognizedExtension) else b""
-        if oid == OIDC_ISSUER_V2 and raw[:1] == b"\x0c" and len(raw) > 2:  # a DER UTF8String
-            return raw[2:].decode("utf-8", "replace") if raw[1] < 0x80 else None
-        return raw.decode("utf-8", "replace")
-    return None
+    v2 = _extension(cert, OIDC_ISSUER_V2)
+    text = _der_utf8_string(v2) if v2 is not None else None
+    if text is not None:
+        return text
+    v1 = _extension(cert, OIDC_ISSUER_V1)
+    return v1.decode("utf-8", "replace") if v1 is not None else None
 
 
 def identities(cert: x509.Certificate) -> list[str]:
