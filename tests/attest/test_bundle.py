@@ -303,3 +303,23 @@ def test_generic_statements_in_bundles_of_every_version(media_type: str) -> None
     v = evaluate_bundle(data, policy, expected=ExpectedDigest("cd" * 32))
     assert v.admitted and v.details["bundle"] == ("0.3" if media_type.endswith("+json") else media_type[-3:])
     assert evaluate_bundle(data, policy, expected=ExpectedDigest("ef" * 32)).reason is Reason.DIGEST_MISMATCH
+
+
+def test_a_model_binding_never_lets_a_generic_statement_through_unbound(tmp_path: Path) -> None:
+    """Asked to bind a model, the verifier admits a generic statement only with a digest to bind it
+    to: an OMS signature binds the model's files, a generic statement its subject's digest."""
+    from modelseal.attest.sign import make_statement
+    from modelseal.attest.verifier import ExpectedDigest
+
+    key = generate_key("ed25519")
+    payload = make_statement([("weights.bin", "cd" * 32)], "https://example.com/eval/v1", {"score": 1})
+    data = make_bundle(payload, key)
+    policy = TrustPolicy(Keyring([key.public]), predicate_types=("https://example.com/eval/v1",))
+    (tmp_path / "other.bin").write_bytes(b"not the signed weights")
+    unbound = evaluate_bundle(data, policy, model=ModelBinding(str(tmp_path / "other.bin")))
+    assert not unbound.admitted and unbound.reason is Reason.DIGEST_MISMATCH, unbound.message
+    assert "not an OpenSSF Model Signing signature" in unbound.message
+    bound = evaluate_bundle(
+        data, policy, model=ModelBinding(str(tmp_path / "other.bin")), expected=ExpectedDigest("cd" * 32)
+    )
+    assert bound.admitted, bound.message

@@ -277,6 +277,26 @@ def test_generic_keyless_bundles_under_a_policy(cli: Run, tmp_path: Path) -> Non
     assert other.code == 1 and f"attestation is for {subject}" in other.err
 
 
+def test_a_payload_sigstore_reads_otherwise_is_refused(cli: Run, tmp_path: Path) -> None:
+    """sigstore's base64 reader skips characters outside the standard alphabet ('-' among them),
+    modelseal's reads the URL-safe one: "----" in a keyless bundle's payload left sigstore verifying
+    the signed statement while modelseal took the payload for an OMS one it could not read, so
+    --artifact bound nothing and any file verified. The payload verified must be the one read."""
+    bundle = json.loads((TESTDATA / "sigstore" / "dsse_v001_bundle.sigstore.json").read_text())
+    payload = bundle["dsseEnvelope"]["payload"]
+    bundle["dsseEnvelope"]["payload"] = payload[:8] + "----" + payload[8:]
+    tampered = tmp_path / "tampered.sigstore.json"
+    tampered.write_text(json.dumps(bundle))
+    conda = "https://schemas.conda.org/attestations-publish-1.schema.json"
+    identity = "https://github.com/prefix-dev/sigstore-example/.github/workflows/action.yaml@refs/heads/main"
+    body = f"identities:\n  - identity: {identity}\n    issuer: https://token.actions.githubusercontent.com\n"
+    listed = policy(tmp_path, body + f"predicateTypes: [{conda}]\n")
+    (tmp_path / "evil.bin").write_bytes(b"not the signed package")
+    r = cli("verify", tampered, "--policy", listed, "--artifact", tmp_path / "evil.bin")
+    assert r.code == 1, r.out
+    assert "the payload sigstore verified is not the one the envelope holds" in r.err, r.err
+
+
 def test_a_forged_keyless_certificate_naming_the_identity_is_refused(cli: Run, tmp_path: Path) -> None:
     """Anyone can make a certificate with the right SAN and OIDC issuer: only Fulcio's chain,
     the SCT and the log entry (checked by sigstore, offline) make it keyless."""

@@ -185,6 +185,14 @@ class KeylessAuthority:
             ) from None
         except Exception as e:  # sigstore parsing hostile input: pydantic, cryptography, KeyError ...
             raise refuse(f"sigstore refused the bundle: {type(e).__name__}") from None
+        if payload != bundle.envelope.payload():
+            # sigstore's base64 reader skips characters modelseal's reads ('-', '_'): whatever is
+            # judged after this must be the statement sigstore verified
+            raise refuse(
+                "the payload sigstore verified is not the one the envelope holds"
+                " (its base64 holds characters outside the standard alphabet)",
+                Reason.ENVELOPE_INVALID,
+            )
         if payload_type != "application/vnd.in-toto+json":
             raise refuse(f"payload type {payload_type!r}, want in-toto", Reason.PAYLOAD_TYPE)
         key = leaf_key(leaf)
