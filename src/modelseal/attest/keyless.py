@@ -37,8 +37,8 @@ __all__ = [
     "KeylessAuthority",
     "identities",
     "is_keyless",
-    "load_trusted_root",
     "oidc_issuer",
+    "root_verifier",
 ]
 
 MAX_TRUSTED_ROOT_BYTES = 4 * 1024 * 1024
@@ -55,21 +55,23 @@ def _public_good_root() -> Path:
     )
 
 
-def load_trusted_root(data: bytes | None, source: str | None = None) -> Any:
-    """A ``sigstore`` TrustedRoot from JSON bytes; the public-good one ``sigstore`` ships for None.
+def root_verifier(data: bytes | None, source: str | None = None) -> Any:
+    """A ``sigstore`` Verifier for a trusted root in JSON; the public-good one ``sigstore`` ships for None.
 
     Raises:
-        KeyFileError: not a Sigstore trusted root (``source`` names it).
+        KeyFileError: not a Sigstore trusted root a verifier can use (``source`` names it).
     """
     from sigstore.models import TrustedRoot
+    from sigstore.verify import Verifier
     from sigstore_models.trustroot import v1 as trustroot_v1
 
     if data is None:
         path = _public_good_root()
         data, source = path.read_bytes(), str(path)
     try:
-        return TrustedRoot(trustroot_v1.TrustedRoot.from_json(data))
-    except Exception as e:  # sigstore's and pydantic's parse errors
+        # the verifier reads the certificates and keys the parser leaves as bytes
+        return Verifier(trusted_root=TrustedRoot(trustroot_v1.TrustedRoot.from_json(data)))
+    except Exception as e:  # sigstore's, pydantic's and cryptography's parse errors
         raise KeyFileError(
             f"trusted root {source or '(given)'} is not a Sigstore trusted root ({type(e).__name__})"
         ) from None
@@ -165,14 +167,13 @@ class KeylessAuthority:
         """Let ``sigstore`` verify the bundle offline, then match the identity and issuer."""
         from sigstore.errors import Error as SigstoreError
         from sigstore.models import Bundle
-        from sigstore.verify import Verifier
 
         if not bundle.certificates:
             raise refuse(
                 "the bundle is signed by a key, not a Sigstore certificate; verify it with --trusted"
             )
         leaf = parse_leaf(bundle.certificates[0])
-        verifier = Verifier(trusted_root=load_trusted_root(self.trusted_root, self.source))
+        verifier = root_verifier(self.trusted_root, self.source)
         policy = _Policy(self.rules)
         try:
             sigstore_bundle = Bundle.from_json(json.dumps(bundle.raw))
