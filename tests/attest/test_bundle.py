@@ -323,3 +323,55 @@ def test_a_model_binding_never_lets_a_generic_statement_through_unbound(tmp_path
         data, policy, model=ModelBinding(str(tmp_path / "other.bin")), expected=ExpectedDigest("cd" * 32)
     )
     assert bound.admitted, bound.message
+
+
+BAD_SAN = ("2.5.29.17", b"\x01\x02")
+
+
+@pytest.mark.parametrize(
+    "extensions",
+    [[BAD_SAN], [("2.5.29.15", b"\xff")], [("1.3.6.1.4.1.57264.1.1", b"https://x"), BAD_SAN]],
+    ids=["SAN", "key usage", "keyless with a bad SAN"],
+)
+@pytest.mark.parametrize("authority", ["roots", "identities"])
+def test_a_certificate_whose_extensions_do_not_parse_is_a_refusal(
+    key: SigningKey, authority: str, extensions: list[tuple[str, bytes]]
+) -> None:
+    """cryptography parses extensions when first asked: a malformed one raised ValueError out of
+    the verifier (which never raises) as soon as the leaf's extensions were looked at."""
+    from datetime import UTC, datetime, timedelta
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    from modelseal.attest.authorities import CertificateTrust, IdentityRule
+
+    signing = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "leaf")])
+    now = datetime.now(UTC)
+    builder = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(signing.public_key())
+        .serial_number(1).not_valid_before(now - timedelta(hours=1)).not_valid_after(now + timedelta(days=1))
+    )  # fmt: skip
+    for oid, value in extensions:
+        builder = builder.add_extension(
+            x509.UnrecognizedExtension(x509.ObjectIdentifier(oid), value), critical=False
+        )
+    cert = builder.sign(signing, hashes.SHA256())
+    doc = good_bundle(key)
+    der = cert.public_bytes(serialization.Encoding.DER)
+    doc["verificationMaterial"] = {"certificate": {"rawBytes": base64.b64encode(der).decode()}}
+    trust = (
+        CertificateTrust(roots=(cert,))
+        if authority == "roots"
+        else CertificateTrust(identities=(IdentityRule("a@example.com", None, "https://x", None),))
+    )
+    policy = TrustPolicy(Keyring(), predicate_types=(OMS_TYPE,), certificates=trust)
+    v = evaluate_bundle(json.dumps(doc).encode(), policy)
+    assert not v.admitted and v.reason is Reason.ENVELOPE_INVALID, v.message
+    assert v.message == (
+        "attestation does not verify: the signing certificate is not a DER X.509 certificate"
+        " (an extension does not parse)"
+    )
