@@ -22,6 +22,15 @@ class Issued:
     key_file: Path
 
 
+def utf8_string(text: str) -> bytes:
+    """``text`` as a DER UTF8String (the long form of the length past 127 bytes)."""
+    body = text.encode()
+    if len(body) < 0x80:
+        return bytes([0x0C, len(body)]) + body
+    size = len(body).to_bytes((len(body).bit_length() + 7) // 8, "big")
+    return bytes([0x0C, 0x80 | len(size)]) + size + body
+
+
 def _name(cn: str) -> x509.Name:
     return x509.Name(
         [
@@ -42,6 +51,7 @@ def issue(
     not_before: datetime | None = None,
     days: int = 30,
     oidc_issuer: str | None = None,
+    oidc_issuer_v2: str | None = None,
     email: str | None = None,
 ) -> Issued:
     """Issue a certificate (self-signed when ``issuer`` is None) and write ``<cn>.pem``/``<cn>.key``."""
@@ -91,6 +101,11 @@ def issue(
     if oidc_issuer is not None:  # as Fulcio writes it (the v1 extension: the raw text)
         oid = x509.ObjectIdentifier("1.3.6.1.4.1.57264.1.1")
         builder = builder.add_extension(x509.UnrecognizedExtension(oid, oidc_issuer.encode()), critical=False)
+    if oidc_issuer_v2 is not None:  # Fulcio's current extension: a DER UTF8String
+        oid = x509.ObjectIdentifier("1.3.6.1.4.1.57264.1.8")
+        builder = builder.add_extension(
+            x509.UnrecognizedExtension(oid, utf8_string(oidc_issuer_v2)), critical=False
+        )
     cert = builder.sign(issuer.key if issuer else key, hashes.SHA256())
     cert_file, key_file = directory / f"{cn}.pem", directory / f"{cn}.key"
     cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))

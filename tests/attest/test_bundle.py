@@ -303,3 +303,75 @@ def test_generic_statements_in_bundles_of_every_version(media_type: str) -> None
     v = evaluate_bundle(data, policy, expected=ExpectedDigest("cd" * 32))
     assert v.admitted and v.details["bundle"] == ("0.3" if media_type.endswith("+json") else media_type[-3:])
     assert evaluate_bundle(data, policy, expected=ExpectedDigest("ef" * 32)).reason is Reason.DIGEST_MISMATCH
+
+
+def test_a_model_binding_never_lets_a_generic_statement_through_unbound(tmp_path: Path) -> None:
+    """Asked to bind a model, the verifier admits a generic statement only with a digest to bind it
+    to: an OMS signature binds the model's files, a generic statement its subject's digest."""
+    from modelseal.attest.sign import make_statement
+    from modelseal.attest.verifier import ExpectedDigest
+
+    key = generate_key("ed25519")
+    payload = make_statement([("weights.bin", "cd" * 32)], "https://example.com/eval/v1", {"score": 1})
+    data = make_bundle(payload, key)
+    policy = TrustPolicy(Keyring([key.public]), predicate_types=("https://example.com/eval/v1",))
+    (tmp_path / "other.bin").write_bytes(b"not the signed weights")
+    unbound = evaluate_bundle(data, policy, model=ModelBinding(str(tmp_path / "other.bin")))
+    assert not unbound.admitted and unbound.reason is Reason.DIGEST_MISMATCH, unbound.message
+    assert "not an OpenSSF Model Signing signature" in unbound.message
+    bound = evaluate_bundle(
+        data, policy, model=ModelBinding(str(tmp_path / "other.bin")), expected=ExpectedDigest("cd" * 32)
+    )
+    assert bound.admitted, bound.message
+
+
+BAD_SAN = ("2.5.29.17", b"\x01\x02")
+
+
+@pytest.mark.parametrize(
+    "extensions",
+    [[BAD_SAN], [("2.5.29.15", b"\xff")], [("1.3.6.1.4.1.57264.1.1", b"https://x"), BAD_SAN]],
+    ids=["SAN", "key usage", "keyless with a bad SAN"],
+)
+@pytest.mark.parametrize("authority", ["roots", "identities"])
+def test_a_certificate_whose_extensions_do_not_parse_is_a_refusal(
+    key: SigningKey, authority: str, extensions: list[tuple[str, bytes]]
+) -> None:
+    """cryptography parses extensions when first asked: a malformed one raised ValueError out of
+    the verifier (which never raises) as soon as the leaf's extensions were looked at."""
+    from datetime import UTC, datetime, timedelta
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    from modelseal.attest.authorities import CertificateTrust, IdentityRule
+
+    signing = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "leaf")])
+    now = datetime.now(UTC)
+    builder = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(signing.public_key())
+        .serial_number(1).not_valid_before(now - timedelta(hours=1)).not_valid_after(now + timedelta(days=1))
+    )  # fmt: skip
+    for oid, value in extensions:
+        builder = builder.add_extension(
+            x509.UnrecognizedExtension(x509.ObjectIdentifier(oid), value), critical=False
+        )
+    cert = builder.sign(signing, hashes.SHA256())
+    doc = good_bundle(key)
+    der = cert.public_bytes(serialization.Encoding.DER)
+    doc["verificationMaterial"] = {"certificate": {"rawBytes": base64.b64encode(der).decode()}}
+    trust = (
+        CertificateTrust(roots=(cert,))
+        if authority == "roots"
+        else CertificateTrust(identities=(IdentityRule("a@example.com", None, "https://x", None),))
+    )
+    policy = TrustPolicy(Keyring(), predicate_types=(OMS_TYPE,), certificates=trust)
+    v = evaluate_bundle(json.dumps(doc).encode(), policy)
+    assert not v.admitted and v.reason is Reason.ENVELOPE_INVALID, v.message
+    assert v.message == (
+        "attestation does not verify: the signing certificate is not a DER X.509 certificate"
+        " (an extension does not parse)"
+    )

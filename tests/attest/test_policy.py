@@ -89,6 +89,16 @@ BAD_POLICIES = [
         "notBefore must be earlier than notAfter",
     ),
     (HEAD + "keys:\n  - dir: ../testdata/keys\n    name: x\n", "name and keyid go with one key"),
+    # what PyYAML itself raises for, besides YAMLError: a number past Python's digit limit, deep nesting
+    (
+        HEAD + KEYS + "threshold: " + "9" * 5000 + "\n",
+        "p.yaml: not valid YAML (line 5): a number of 5000 digits, too long to read",
+    ),
+    (HEAD + KEYS + "x: " + "[" * 10000 + "]" * 10000 + "\n", "p.yaml: not valid YAML: nested too deeply"),
+    (
+        HEAD + KEYS + "x: " + "{a: " * 3000 + "1" + "}" * 3000 + "\n",
+        "p.yaml: not valid YAML: nested too deeply",
+    ),
 ]
 
 

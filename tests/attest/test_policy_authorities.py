@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -120,3 +121,25 @@ def test_bad_authorities_are_one_line_naming_the_file_and_field(tmp_path: Path, 
         assert info.value.message.startswith("p.yaml: "), info.value.message
         assert message in info.value.message, (message, info.value.message)
         assert "\n" not in info.value.message
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("certificateAuthorities", []), ("tlogs", []), ("certificateAuthorities.0.rawBytes", "AAAA")],
+)
+def test_a_trusted_root_sigstore_reads_but_cannot_verify_with_is_a_policy_error(
+    tmp_path: Path, field: str, value: object
+) -> None:
+    """sigstore's reader takes a root without Fulcio certificates, without logs or with an
+    unreadable certificate; its verifier then raises (ValueError, MetadataError): the policy is
+    refused when it is read, not each bundle with an internal error."""
+    root = json.loads(PUBLIC_GOOD.read_text())
+    if field.endswith("rawBytes"):
+        root["certificateAuthorities"][0]["certChain"]["certificates"][0]["rawBytes"] = value
+    else:
+        root[field] = value
+    (tmp_path / "root.json").write_text(json.dumps(root))
+    with pytest.raises(PolicyFileError) as info:
+        parse_policy(HEAD + IDENTITY + "trustedRoot: root.json\n", base=tmp_path, source="p.yaml")
+    assert info.value.message.startswith("p.yaml: trustedRoot: trusted root "), info.value.message
+    assert "is not a Sigstore trusted root" in info.value.message and "\n" not in info.value.message

@@ -240,6 +240,28 @@ def test_a_keyless_style_certificate_never_counts_through_a_root(cli: Run, tmp_p
         assert "a Sigstore keyless certificate (OIDC issuer 'https://accounts.example.com')" in r.err
 
 
+@pytest.mark.parametrize("length", [40, 200])
+def test_fulcios_v2_issuer_extension_routes_to_the_identities_whatever_its_length(
+    cli: Run, tmp_path: Path, length: int
+) -> None:
+    """Fulcio writes the issuer as a DER UTF8String (1.3.6.1.4.1.57264.1.8); one past 127 bytes has
+    a long-form length (a GKE cluster's issuer URL can be that long). Such a leaf is still keyless:
+    a root listed under certificateRoots must not admit it."""
+    (tmp_path / "ca").mkdir()
+    root = issue(tmp_path / "ca", "root", ca=True, days=3650)
+    long_issuer = "https://container.googleapis.com/v1/projects/p/locations/l/clusters/" + "c" * length
+    leaf = issue(tmp_path / "ca", "leaf", issuer=root, oidc_issuer_v2=long_issuer)
+    model = small_model(tmp_path / "model")
+    signed = cli("sign", "--format", "oms", "--key", leaf.key_file,
+                 "--signing-certificate", leaf.cert_file, model)  # fmt: skip
+    assert signed.code == 0, signed.err
+    for args in (("--certificate-chain", root.cert_file),
+                 ("--policy", policy(tmp_path, f"certificateRoots:\n  - file: {root.cert_file}\npredicateTypes: [{OMS}]\n"))):  # fmt: skip
+        r = cli("verify", model / "model.sig", *args, "--artifact", model)
+        assert r.code == 1, r.out
+        assert f"a Sigstore keyless certificate (OIDC issuer '{long_issuer}')" in r.err, r.err
+
+
 def test_generic_keyless_bundles_under_a_policy(cli: Run, tmp_path: Path) -> None:
     bundle = TESTDATA / "sigstore" / "dsse_v001_bundle.sigstore.json"
     subject = "3862a3677d33a45134a2ce3452b23f8f7459fe581cefbc3818272648cd987cfb"
@@ -253,6 +275,26 @@ def test_generic_keyless_bundles_under_a_policy(cli: Run, tmp_path: Path) -> Non
     assert flags.code == by_policy.code == 0 and json.loads(flags.out) == json.loads(by_policy.out)
     other = cli("verify", bundle, "--policy", tmp_path / "policy.yaml", "--sha256", "ab" * 32)
     assert other.code == 1 and f"attestation is for {subject}" in other.err
+
+
+def test_a_payload_sigstore_reads_otherwise_is_refused(cli: Run, tmp_path: Path) -> None:
+    """sigstore's base64 reader skips characters outside the standard alphabet ('-' among them),
+    modelseal's reads the URL-safe one: "----" in a keyless bundle's payload left sigstore verifying
+    the signed statement while modelseal took the payload for an OMS one it could not read, so
+    --artifact bound nothing and any file verified. The payload verified must be the one read."""
+    bundle = json.loads((TESTDATA / "sigstore" / "dsse_v001_bundle.sigstore.json").read_text())
+    payload = bundle["dsseEnvelope"]["payload"]
+    bundle["dsseEnvelope"]["payload"] = payload[:8] + "----" + payload[8:]
+    tampered = tmp_path / "tampered.sigstore.json"
+    tampered.write_text(json.dumps(bundle))
+    conda = "https://schemas.conda.org/attestations-publish-1.schema.json"
+    identity = "https://github.com/prefix-dev/sigstore-example/.github/workflows/action.yaml@refs/heads/main"
+    body = f"identities:\n  - identity: {identity}\n    issuer: https://token.actions.githubusercontent.com\n"
+    listed = policy(tmp_path, body + f"predicateTypes: [{conda}]\n")
+    (tmp_path / "evil.bin").write_bytes(b"not the signed package")
+    r = cli("verify", tampered, "--policy", listed, "--artifact", tmp_path / "evil.bin")
+    assert r.code == 1, r.out
+    assert "the payload sigstore verified is not the one the envelope holds" in r.err, r.err
 
 
 def test_a_forged_keyless_certificate_naming_the_identity_is_refused(cli: Run, tmp_path: Path) -> None:

@@ -139,7 +139,7 @@ class RoutedAuthority:
             VerificationError: no certificate, no authority of its kind, or the check fails.
         """
         from modelseal.attest.certificates import ChainAuthority, parse_leaf
-        from modelseal.attest.keyless import KeylessAuthority, oidc_issuer
+        from modelseal.attest.keyless import KeylessAuthority, is_keyless, oidc_issuer
 
         if not bundle.certificates:
             raise VerificationError(
@@ -147,12 +147,11 @@ class RoutedAuthority:
                 reason=Reason.SIGNATURE_INVALID.value,
             )
         leaf = parse_leaf(bundle.certificates[0])
-        issuer = oidc_issuer(leaf)
-        if issuer is not None:
+        if is_keyless(leaf):  # the extension's presence decides, not whether its value reads
             if not self.trust.identities:
                 raise _refuse(
-                    f"the bundle is signed with a Sigstore keyless certificate (OIDC issuer {issuer!r}),"
-                    " and no Sigstore identity is trusted"
+                    "the bundle is signed with a Sigstore keyless certificate"
+                    f" (OIDC issuer {oidc_issuer(leaf)!r}), and no Sigstore identity is trusted"
                 )
             keyless = KeylessAuthority(
                 self.trust.identities, self.trust.trusted_root, self.trust.trusted_root_source

@@ -184,6 +184,12 @@ def evaluate_bundle(
         statement = parse_statement(payload)
         facts["predicate_type"] = statement.predicate_type
         if statement.predicate_type not in (PREDICATE_TYPE, LEGACY_PREDICATE_TYPE):
+            if model is not None and expected is None:  # asked to bind a model: never admit unbound
+                raise _refuse(
+                    Reason.DIGEST_MISMATCH,
+                    f"the bundle holds a {gojson.go_quote(statement.predicate_type)} statement, not an"
+                    f" OpenSSF Model Signing signature, and no digest of {model.path} was given to bind it",
+                )
             if bundle.method == "certificate":
                 return _generic_certified(statement, policy, expected, signers, details, now)
             verdict = evaluate(bundle.envelope, policy, expected=expected, now=now)

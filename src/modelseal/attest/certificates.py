@@ -120,9 +120,16 @@ def _can_sign(cert: x509.Certificate) -> bool:
 
 def _parse_der(der: bytes, where: str) -> x509.Certificate:
     try:
-        return x509.load_der_x509_certificate(der)
+        cert = x509.load_der_x509_certificate(der)
     except ValueError:
         raise refuse(f"{where} is not a DER X.509 certificate", Reason.ENVELOPE_INVALID) from None
+    try:
+        cert.extensions  # noqa: B018 - parsed when first asked: a bad one would raise wherever that is
+    except ValueError:
+        raise refuse(
+            f"{where} is not a DER X.509 certificate (an extension does not parse)", Reason.ENVELOPE_INVALID
+        ) from None
+    return cert
 
 
 def parse_leaf(der: bytes) -> x509.Certificate:

@@ -32,7 +32,14 @@ from modelseal.attest.certificates import (
 from modelseal.attest.verdict import Reason
 from modelseal.errors import KeyFileError
 
-__all__ = ["MAX_TRUSTED_ROOT_BYTES", "KeylessAuthority", "identities", "load_trusted_root", "oidc_issuer"]
+__all__ = [
+    "MAX_TRUSTED_ROOT_BYTES",
+    "KeylessAuthority",
+    "identities",
+    "is_keyless",
+    "oidc_issuer",
+    "root_verifier",
+]
 
 MAX_TRUSTED_ROOT_BYTES = 4 * 1024 * 1024
 
@@ -48,38 +55,63 @@ def _public_good_root() -> Path:
     )
 
 
-def load_trusted_root(data: bytes | None, source: str | None = None) -> Any:
-    """A ``sigstore`` TrustedRoot from JSON bytes; the public-good one ``sigstore`` ships for None.
+def root_verifier(data: bytes | None, source: str | None = None) -> Any:
+    """A ``sigstore`` Verifier for a trusted root in JSON; the public-good one ``sigstore`` ships for None.
 
     Raises:
-        KeyFileError: not a Sigstore trusted root (``source`` names it).
+        KeyFileError: not a Sigstore trusted root a verifier can use (``source`` names it).
     """
     from sigstore.models import TrustedRoot
+    from sigstore.verify import Verifier
     from sigstore_models.trustroot import v1 as trustroot_v1
 
     if data is None:
         path = _public_good_root()
         data, source = path.read_bytes(), str(path)
     try:
-        return TrustedRoot(trustroot_v1.TrustedRoot.from_json(data))
-    except Exception as e:  # sigstore's and pydantic's parse errors
+        # the verifier reads the certificates and keys the parser leaves as bytes
+        return Verifier(trusted_root=TrustedRoot(trustroot_v1.TrustedRoot.from_json(data)))
+    except Exception as e:  # sigstore's, pydantic's and cryptography's parse errors
         raise KeyFileError(
             f"trusted root {source or '(given)'} is not a Sigstore trusted root ({type(e).__name__})"
         ) from None
 
 
+def _extension(cert: x509.Certificate, oid: x509.ObjectIdentifier) -> bytes | None:
+    try:
+        ext = cert.extensions.get_extension_for_oid(oid).value
+    except x509.ExtensionNotFound:
+        return None
+    return ext.value if isinstance(ext, x509.UnrecognizedExtension) else b""
+
+
+def _der_utf8_string(raw: bytes) -> str | None:
+    """The text of exactly one DER UTF8String (short or long form length), else None."""
+    if len(raw) < 2 or raw[0] != 0x0C:
+        return None
+    if raw[1] < 0x80:
+        size, body = raw[1], raw[2:]
+    else:
+        width = raw[1] & 0x7F
+        if not 1 <= width <= 4 or len(raw) < 2 + width:
+            return None
+        size, body = int.from_bytes(raw[2 : 2 + width], "big"), raw[2 + width :]
+    return body.decode("utf-8", "replace") if size == len(body) else None
+
+
+def is_keyless(cert: x509.Certificate) -> bool:
+    """Whether the certificate carries a Fulcio OIDC-issuer extension (v1 or v2), readable or not."""
+    return any(_extension(cert, oid) is not None for oid in (OIDC_ISSUER_V2, OIDC_ISSUER_V1))
+
+
 def oidc_issuer(cert: x509.Certificate) -> str | None:
     """The OIDC issuer Fulcio recorded in the certificate (v2 extension first), or None."""
-    for oid in (OIDC_ISSUER_V2, OIDC_ISSUER_V1):
-        try:
-            ext = cert.extensions.get_extension_for_oid(oid).value
-        except x509.ExtensionNotFound:
-            continue
-        raw = ext.value if isinstance(ext, x509.UnrecognizedExtension) else b""
-        if oid == OIDC_ISSUER_V2 and raw[:1] == b"\x0c" and len(raw) > 2:  # a DER UTF8String
-            return raw[2:].decode("utf-8", "replace") if raw[1] < 0x80 else None
-        return raw.decode("utf-8", "replace")
-    return None
+    v2 = _extension(cert, OIDC_ISSUER_V2)
+    text = _der_utf8_string(v2) if v2 is not None else None
+    if text is not None:
+        return text
+    v1 = _extension(cert, OIDC_ISSUER_V1)
+    return v1.decode("utf-8", "replace") if v1 is not None else None
 
 
 def identities(cert: x509.Certificate) -> list[str]:
@@ -135,14 +167,13 @@ class KeylessAuthority:
         """Let ``sigstore`` verify the bundle offline, then match the identity and issuer."""
         from sigstore.errors import Error as SigstoreError
         from sigstore.models import Bundle
-        from sigstore.verify import Verifier
 
         if not bundle.certificates:
             raise refuse(
                 "the bundle is signed by a key, not a Sigstore certificate; verify it with --trusted"
             )
         leaf = parse_leaf(bundle.certificates[0])
-        verifier = Verifier(trusted_root=load_trusted_root(self.trusted_root, self.source))
+        verifier = root_verifier(self.trusted_root, self.source)
         policy = _Policy(self.rules)
         try:
             sigstore_bundle = Bundle.from_json(json.dumps(bundle.raw))
@@ -155,6 +186,14 @@ class KeylessAuthority:
             ) from None
         except Exception as e:  # sigstore parsing hostile input: pydantic, cryptography, KeyError ...
             raise refuse(f"sigstore refused the bundle: {type(e).__name__}") from None
+        if payload != bundle.envelope.payload():
+            # sigstore's base64 reader skips characters modelseal's reads ('-', '_'): whatever is
+            # judged after this must be the statement sigstore verified
+            raise refuse(
+                "the payload sigstore verified is not the one the envelope holds"
+                " (its base64 holds characters outside the standard alphabet)",
+                Reason.ENVELOPE_INVALID,
+            )
         if payload_type != "application/vnd.in-toto+json":
             raise refuse(f"payload type {payload_type!r}, want in-toto", Reason.PAYLOAD_TYPE)
         key = leaf_key(leaf)

@@ -90,12 +90,12 @@ def _rule(entry: IdentityEntry, where: str) -> IdentityRule:
 
 
 def _trusted_root(name: str, base: Path, where: str) -> tuple[bytes, str]:
-    from modelseal.attest.keyless import load_trusted_root  # sigstore only when a policy names a root
+    from modelseal.attest.keyless import root_verifier  # sigstore only when a policy names a root
 
     path = base / name
     try:
         data = read_limited(path, MAX_TRUSTED_ROOT_BYTES, what="trusted root")
-        load_trusted_root(data, str(path))
+        root_verifier(data, str(path))
     except InputError as e:
         raise PolicyFileError(f"{where}: {e}") from None
     return data, str(path)

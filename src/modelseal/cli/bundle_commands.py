@@ -206,7 +206,7 @@ def _trusted_root(path: str) -> tuple[bytes, str]:
     Raises:
         KeyFileError: unreadable, oversized, or not a trusted root.
     """
-    from modelseal.attest.keyless import MAX_TRUSTED_ROOT_BYTES, load_trusted_root
+    from modelseal.attest.keyless import MAX_TRUSTED_ROOT_BYTES, root_verifier
     from modelseal.errors import InputError
     from modelseal.files import read_limited
 
@@ -214,7 +214,7 @@ def _trusted_root(path: str) -> tuple[bytes, str]:
         data = read_limited(path, MAX_TRUSTED_ROOT_BYTES, what="trusted root")
     except InputError as e:
         raise KeyFileError(str(e)) from None
-    load_trusted_root(data, path)
+    root_verifier(data, path)
     return data, path
 
 
