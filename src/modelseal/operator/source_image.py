@@ -61,7 +61,9 @@ REASON_UNREADABLE = "SourceImageUnreadable"
 REASON_VERIFYING = "VerifyingSourceImage"
 VERIFYING = "verifying source image"
 _CACHE_SIZE = 1024
-_ALL_FILES = "files"  # the cache key's second half when every file was read (an OMS binding)
+# the cache key's second half when every file was read (an OMS binding): upper case, so no
+# spec.sha256 (lowered before it is a key) can ever name it
+_ALL_FILES = "ALL FILES"
 
 Waiters = set[Hashable]
 
