@@ -16,7 +16,13 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from modelseal import __version__
-from modelseal.cli import attest_commands, operator_commands, publish_commands, stage_commands
+from modelseal.cli import (
+    attest_commands,
+    operator_commands,
+    publish_commands,
+    stage_commands,
+    verify_commands,
+)
 from modelseal.errors import Error, UsageError
 from modelseal.text import printable
 
@@ -77,6 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     attest_commands.register(commands)
+    verify_commands.register(commands)
+    attest_commands.register_digest(commands)
     publish_commands.register(commands)
     stage_commands.register_stage(commands)
     operator_commands.register(commands)
