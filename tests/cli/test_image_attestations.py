@@ -166,6 +166,8 @@ def test_untrusted_keys_max_age_and_a_predicate_of_your_own(
     custom = cli("attest", image, "--key", key, "--plain-http", "--predicate-type", "https://example.com/scan/v1",
                  "--predicate", tmp_path / "p.json", "--out", tmp_path / "scan.json")  # fmt: skip
     assert custom.code == 0, custom.err
+    # it signed a predicate of the user's, not a file list: the line says so (it gave the image's count)
+    assert f"attested {image} (predicate https://example.com/scan/v1) with 1 key(s)" in custom.err
     assert statement((tmp_path / "scan.json").read_text())["predicate"] == {"scan": "clean"}
     default_types = cli("verify", tmp_path / "scan.json", "--image", image, "--trusted", pub, "--plain-http")
     assert default_types.code == 1 and 'predicate type "https://example.com/scan/v1"' in default_types.err

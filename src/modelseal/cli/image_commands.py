@@ -81,9 +81,13 @@ def attest_image(args: argparse.Namespace, keys: list[KeySigner], predicate: dic
         _warn_tag(ref, signed.subject.digest, "signed")
         if args.out:
             write_atomic(args.out, signed.envelope.to_json())
-        files = len(signed.info.get("files") or [])
         image = ref.pinned(signed.subject.digest).oci
-        print(f"attested {printable(image)} ({files} file(s)) with {len(keys)} key(s)", file=sys.stderr)
+        what = (
+            f"{len(signed.info.get('files') or [])} file(s)"  # the image predicate lists them
+            if args.predicate_type is None
+            else f"predicate {printable(args.predicate_type)}"
+        )
+        print(f"attested {printable(image)} ({what}) with {len(keys)} key(s)", file=sys.stderr)
         if args.out:
             print(f"  {printable(args.out)}", file=sys.stderr)
         if args.attach:
