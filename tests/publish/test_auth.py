@@ -54,6 +54,7 @@ def test_kubernetes_dockerconfigjson_and_legacy_dockercfg() -> None:
     ("doc", "message"),
     [
         (b"not json", "is not JSON"),
+        (b"[" * 100_000, "is not JSON: nested too deeply"),  # RecursionError escaped before
         (b"[]", "is not a JSON object"),
         (json.dumps({"auths": []}).encode(), "auths is not an object"),
         (json.dumps({"credHelpers": {"r.io": 1}}).encode(), "credHelpers is not an object of names"),

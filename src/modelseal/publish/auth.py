@@ -116,7 +116,7 @@ def _run_helper(helper: str, host: str) -> Credentials | None:
     try:
         doc = json.loads(proc.stdout)
         user, secret = str(doc["Username"]), str(doc["Secret"])
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, RecursionError, KeyError, TypeError):
         raise OperationalError(f"credential helper docker-credential-{helper} gave no credentials") from None
     if user == "<token>":
         return Credentials(identity_token=secret)
@@ -161,6 +161,8 @@ def parse_docker_config(data: bytes, *, source: str) -> DockerConfig:
         doc = json.loads(data)
     except (ValueError, UnicodeDecodeError) as e:
         raise InputError(f"docker config {source} is not JSON: {e}") from None
+    except RecursionError:
+        raise InputError(f"docker config {source} is not JSON: nested too deeply") from None
     if not isinstance(doc, dict):
         raise InputError(f"docker config {source} is not a JSON object")
     auths = doc.get("auths")
