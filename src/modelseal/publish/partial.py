@@ -1,12 +1,12 @@
 """A file being staged: appended and hashed block by block, synced before it is used
 (unless the folder does not outlive its node: see ``fsync``).
 
-Everything handed to the writer is both hashed and written, in that order,
-so a partial file and its digest always agree, which is what lets an
-interrupted download resume at the file's length (or a restarted process
-re-hash what an earlier one left). Hashing on a second thread was measured
-and is slower on two cores (benchmarks/bench_stage.py): the hand-over costs
-more than the overlap gains while the network thread parses HTTP.
+Everything fed to the writer is both hashed and written, in that order, so
+a partial file and its digest agree when the writer is left, which is what
+lets an interrupted download resume at the file's length (or a restarted
+process re-hash what an earlier one left). A body read straight from the
+socket (:mod:`modelseal.publish.body`) writes its blocks here and hashes
+them on a second thread, which has caught up before the writer is left.
 """
 
 from __future__ import annotations
@@ -80,6 +80,10 @@ class PartialWriter:
     def feed(self, block: bytes | memoryview) -> None:
         """Hash and append one block."""
         self.hasher.update(block)
+        self.write(block)
+
+    def write(self, block: bytes | memoryview) -> None:
+        """Append one block that the caller hashes (in order, before the writer is left)."""
         view = memoryview(block)
         try:
             while view:
