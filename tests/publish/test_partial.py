@@ -19,7 +19,12 @@ def test_a_fresh_partial_is_a_new_file_never_one_truncated_to_nothing(
     path.write_bytes(b"left by a run whose server ignored Range")
     cuts: list[int] = []
     real = os.ftruncate
-    monkeypatch.setattr(os, "ftruncate", lambda fd, size: (cuts.append(size), real(fd, size))[1])
+
+    def ftruncate(fd: int, size: int) -> None:
+        cuts.append(size)
+        real(fd, size)
+
+    monkeypatch.setattr(os, "ftruncate", ftruncate)
     hasher = Digest()
     with PartialWriter(path, 0, hasher, "m", fsync=False) as out:
         out.feed(b"new bytes")
