@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from modelseal.publish import partial
 from modelseal.publish.partial import Digest, PartialWriter
 
 
@@ -41,3 +42,27 @@ def test_a_resumed_partial_is_cut_back_to_what_was_hashed(tmp_path: Path) -> Non
     with PartialWriter(path, 8, Digest(), "m", fsync=False) as out:  # as long as it says: kept
         out.feed(b"c")
     assert path.read_bytes() == b"012345abc"
+
+
+@pytest.mark.parametrize("fsync", [True, False])
+def test_a_flushed_partial_hands_each_window_to_the_disk_as_it_goes(
+    fsync: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """So the final fsync waits for the last window, not the whole file; --no-fsync hands nothing."""
+    handed: list[tuple[int, int, int]] = []
+    real = partial._start_writeback()
+    assert real is not None  # Linux: the real sync_file_range
+
+    def writeback(fd: int, offset: int, length: int, flags: int) -> int:
+        handed.append((offset, length, flags))
+        return real(fd, offset, length, flags)
+
+    monkeypatch.setattr(partial, "_start_writeback", lambda: writeback)
+    path, block = tmp_path / "m.partial", os.urandom(1024 * 1024)
+    path.write_bytes(block[:5])
+    with PartialWriter(path, 5, Digest(), "m", fsync=fsync) as out:
+        for _ in range(20):
+            out.feed(block)
+    window = partial.WRITEBACK_WINDOW
+    assert handed == ([(5, window, 2), (5 + window, window, 2)] if fsync else [])
+    assert path.read_bytes() == block[:5] + block * 20

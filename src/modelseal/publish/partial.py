@@ -12,15 +12,34 @@ them on a second thread, which has caught up before the writer is left.
 from __future__ import annotations
 
 import errno
+import functools
 import hashlib
 import os
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
+from typing import cast
 
 from modelseal.errors import OperationalError
 
-__all__ = ["Digest", "PartialWriter"]
+__all__ = ["WRITEBACK_WINDOW", "Digest", "PartialWriter"]
+
+#: bytes written before they are handed to the disk when the file is to be flushed
+WRITEBACK_WINDOW = 8 * 1024 * 1024
+_SYNC_FILE_RANGE_WRITE = 2  # start writing back the range's dirty pages; do not wait
+
+
+@functools.cache
+def _start_writeback() -> Callable[[int, int, int, int], int] | None:
+    """libc's ``sync_file_range`` (Linux), or None where there is none: the final fsync does it all."""
+    import ctypes  # only a flushing stage pays for it
+
+    function = getattr(ctypes.CDLL(None, use_errno=True), "sync_file_range", None)
+    if function is None:  # pragma: no cover - not Linux
+        return None
+    function.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+    function.restype = ctypes.c_int
+    return cast(Callable[[int, int, int, int], int], function)
 
 
 class Digest:
@@ -44,9 +63,12 @@ class PartialWriter:
 
     With ``fsync`` (the default) the file is flushed to disk on leaving the
     ``with`` block, so a crash after the rename cannot leave a staged file
-    whose bytes never reached the disk. Without it the page cache keeps them:
-    right for a folder that dies with its node (the prefetch Job's emptyDir),
-    where the flush costs seconds per GiB and buys nothing.
+    whose bytes never reached the disk; on the way, every ``WRITEBACK_WINDOW``
+    bytes written are handed to the disk at once (``sync_file_range``, which
+    does not wait), so the flush at the end has only the last few to wait for
+    rather than the whole file (0.5 s per GiB here). Without it the page cache
+    keeps them: right for a folder that dies with its node (the prefetch Job's
+    emptyDir), where the flush costs seconds per GiB and buys nothing.
 
     Raises (from :meth:`feed` or on leaving the ``with`` block):
         OperationalError: the disk is full, or a write failed.
@@ -65,6 +87,8 @@ class PartialWriter:
         self.path, self.have, self.hasher, self.dest, self.progress = path, have, hasher, dest, progress
         self.fsync = fsync
         self._fd = -1
+        self._end = self._handed = have  # bytes in the file; bytes handed to the disk
+        self._writeback = _start_writeback() if fsync else None
 
     def __enter__(self) -> PartialWriter:
         if self.have == 0:
@@ -90,6 +114,10 @@ class PartialWriter:
                 view = view[os.write(self._fd, view) :]
         except OSError as e:
             raise self._failure(e) from None
+        self._end += len(block)
+        if self._writeback is not None and self._end - self._handed >= WRITEBACK_WINDOW:
+            self._writeback(self._fd, self._handed, self._end - self._handed, _SYNC_FILE_RANGE_WRITE)
+            self._handed = self._end  # a failure is the final fsync's to report
         if self.progress:
             self.progress(len(block))
 
