@@ -28,7 +28,15 @@ from tests.publish.fileserver import file_server
 from tests.publish.hostile import Answer, Seen, ToLoopback, hostile_server
 from tests.publish.servers import tls_files
 
-DATA = os.urandom(3 * 1024 * 1024 + 7)  # more than the slots hold: they are reused
+DATA = os.urandom(3 * 1024 * 1024 + 7)  # more than the small slots below hold: they are reused
+SIZES = (body.SLOT, body.PIECE)  # as shipped
+
+
+@pytest.fixture(autouse=True)
+def small_slots(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Four slots of 256 KiB, read 64 KiB at a time: DATA goes round them three times."""
+    monkeypatch.setattr(body, "SLOT", 256 * 1024)
+    monkeypatch.setattr(body, "PIECE", 64 * 1024)
 
 
 def sha(data: bytes) -> str:
@@ -233,3 +241,14 @@ def test_over_tls_a_redirect_to_another_origin_carries_no_token(tmp_path: Path, 
     assert [r.headers.get("authorization") for r in hf.requests] == ["Bearer hf_secret"]
     assert [r.headers.get("authorization") for r in cdn.requests] == [None]
     assert {r.scheme for r in [*hf.requests, *cdn.requests]} == {"https"} and len(direct) == 1
+
+
+def test_with_the_real_slot_sizes_a_long_body_goes_round_every_slot(
+    tmp_path: Path, direct: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(body, "SLOT", SIZES[0])
+    monkeypatch.setattr(body, "PIECE", SIZES[1])
+    data = os.urandom(body.SLOT * body.SLOTS + body.SLOT // 2 + 7)
+    with file_server(files={"/m": data}) as server:
+        staged = stage_one(server.port, tmp_path, sha(data))
+    assert staged.size == len(data) and (tmp_path / "m").read_bytes() == data and direct

@@ -37,8 +37,9 @@ from modelseal.publish.partial import Digest, PartialWriter
 
 __all__ = ["SLOT", "SLOTS", "BodyFailed", "direct_socket", "receive_body"]
 
-#: bytes one slot holds, and how many slots the reading and hashing threads share
-SLOT = 1024 * 1024
+#: bytes one slot holds, and how many slots the reading and hashing threads share: 16 MiB in all
+#: staged 4 GiB in 3.6-3.7 s here, 4 MiB in all 4.8 s (either thread waited on the other), 32 MiB 3.9 s
+SLOT = 4 * 1024 * 1024
 SLOTS = 4
 #: at most this much is read, then written, at a time. Past the first GiB or two (once the kernel
 #: writes back while the download goes on) bigger writes cost more: 4 GiB staged took 5.2 s with
