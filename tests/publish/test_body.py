@@ -252,3 +252,14 @@ def test_with_the_real_slot_sizes_a_long_body_goes_round_every_slot(
     with file_server(files={"/m": data}) as server:
         staged = stage_one(server.port, tmp_path, sha(data))
     assert staged.size == len(data) and (tmp_path / "m").read_bytes() == data and direct
+
+
+def test_after_a_direct_read_the_next_file_gets_a_fresh_connection(tmp_path: Path, direct: list[int]) -> None:
+    """h11 never saw the first body end: its connection is dropped, never reused out of step."""
+    other = DATA[::-1]
+    with file_server(files={"/a": DATA, "/b": other}) as server, Stager(tmp_path) as stager:
+        staged = stager.stage(
+            [StagePlan(f"{server.url}/a", "a", sha(DATA)), StagePlan(f"{server.url}/b", "b", sha(other))]
+        )
+    assert [s.sha256 for s in staged] == [sha(DATA), sha(other)] and len(direct) == 2
+    assert (tmp_path / "b").read_bytes() == other
