@@ -214,6 +214,8 @@ def test_a_hashing_failure_reaches_the_caller_without_a_hang(
     monkeypatch.setattr(Digest, "update", fails_on_the_thread)
     with file_server(files={"/m": DATA}) as server, pytest.raises(MemoryError, match="no room to hash"):
         stage_one(server.port, tmp_path)
+    [partial] = (tmp_path / ".cache" / "modelseal-stage").iterdir()
+    assert partial.stat().st_size < len(DATA)  # the read stopped once the hashing had failed
 
 
 def test_a_chunked_body_reads_through_httpx(tmp_path: Path, direct: list[int]) -> None:

@@ -114,7 +114,7 @@ def _receive_direct(sock: socket.socket, out: PartialWriter, remaining: int, tim
     sock.settimeout(timeout)
     with _HashingThread(out.hasher) as hashing:
         n = 1
-        while done < remaining and n:
+        while done < remaining and n and hashing.error is None:  # a hashing failure stops the read
             index, slot = hashing.free_slot()
             filled = 0
             try:
