@@ -6,9 +6,11 @@ docker-registry by, in turn: ``curl -T`` of the raw bytes (the registry's
 ceiling; digest computed beforehand, untimed), ``modelseal publish`` (hashing
 included), oras-py's chunked push (hashing included), and ``skopeo copy``
 from an OCI layout holding the same image. Each runs as its own process, round
-by round (``--runs``), with the registry's storage emptied before it, so
-nothing is deduplicated; the median wall, user and system time, the spread and
-the process's peak RSS are printed with the ratio to curl.
+by round (``--runs``, the order turned by one each round), with the
+registry's storage emptied and flushed before it, so nothing is deduplicated
+and no run pays for the last one's writes; the median wall, user and system
+time, the spread and the process's peak RSS are printed with the ratio to
+curl.
 
     python -m benchmarks.bench_publish [--sizes-mib 1024,4096] [--runs 5] [--dir /tmp/x]
 """
@@ -37,6 +39,7 @@ from benchmarks.common import (
     paired,
     print_summaries,
     python_command,
+    settle,
     warm,
 )
 
@@ -77,6 +80,7 @@ class LocalRegistry:
 
     def wipe(self) -> None:
         shutil.rmtree(self.data / "docker", ignore_errors=True)
+        settle(self.root)
 
     def stop(self) -> None:
         self.proc.kill()

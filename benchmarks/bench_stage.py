@@ -9,7 +9,8 @@ ceiling with one), ``curl -o`` then ``sha256sum -c`` (what a download script
 checks with), ``modelseal stage --sha256`` (hashing while it downloads, then
 an fsync, as the CLI does by default) and ``modelseal stage --sha256
 --no-fsync`` (what the prefetch Job runs: its emptyDir dies with the node).
-Each runs as its own process into an empty folder; the median wall, user and
+Each runs as its own process into an empty folder, the file system flushed
+before it and the order turned by one each round; the median wall, user and
 system time, the spread and peak RSS are printed, each modelseal row with the
 ratio to its matching curl ceiling.
 
@@ -25,7 +26,7 @@ from pathlib import Path
 import httpx
 
 from benchmarks.bench_publish import LocalRegistry, model_file, registry_bench
-from benchmarks.common import Contender, gib, paired, print_summaries
+from benchmarks.common import Contender, gib, paired, print_summaries, settle
 
 
 def serve_blob(reg: LocalRegistry, path: Path, digest: str) -> str:
@@ -59,6 +60,7 @@ def bench_size(modelseal: str, work: Path, reg: LocalRegistry, size_mib: int, ru
     def empty() -> None:
         shutil.rmtree(out, ignore_errors=True)
         out.mkdir()
+        settle(out)
 
     print(f"\none file, {gib(size)}, from a local registry's blob endpoint, median of {runs} paired runs:")
     rows = paired(contenders, runs, before=empty)

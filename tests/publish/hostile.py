@@ -64,11 +64,12 @@ def endless(block: int = 1 << 20, total: int | None = None) -> Iterator[bytes]:
 class ToLoopback(httpx.HTTPTransport):
     """Every host name resolves to 127.0.0.1: a registry or CDN by name, served on loopback.
 
-    The port is kept, or taken from ``ports`` (host name -> port on loopback).
+    The port is kept, or taken from ``ports`` (host name -> port on loopback);
+    ``verify`` is the TLS context (a test CA's, whose certificates name 127.0.0.1).
     """
 
-    def __init__(self, ports: dict[str, int] | None = None) -> None:
-        super().__init__()
+    def __init__(self, ports: dict[str, int] | None = None, verify: ssl.SSLContext | bool = True) -> None:
+        super().__init__(verify=verify)
         self.ports = ports or {}
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:

@@ -19,9 +19,11 @@ from modelseal.errors import InputError, OperationalError
 from modelseal.publish.sources import HF_HOST, public_url
 from modelseal.publish.urls import join_location, origin
 
-__all__ = ["HF_ORIGIN", "MAX_REDIRECTS", "Fetcher"]
+__all__ = ["HF_ORIGIN", "MAX_REDIRECTS", "READ_TIMEOUT", "Fetcher"]
 
 MAX_REDIRECTS = 10
+#: seconds a read of an answer may wait for bytes
+READ_TIMEOUT = 300.0
 HF_ORIGIN = ("https", HF_HOST, 443)
 _REDIRECTS = (301, 302, 303, 307, 308)
 
@@ -39,7 +41,7 @@ class Fetcher:
         self._client = httpx.Client(
             transport=transport,
             follow_redirects=False,
-            timeout=httpx.Timeout(30.0, read=300.0),
+            timeout=httpx.Timeout(30.0, read=READ_TIMEOUT),
             headers={"User-Agent": "modelseal-stage", "Accept-Encoding": "identity"},
         )
 

