@@ -218,7 +218,7 @@ def _reuse_candidates(
         try:
             got = client.get_manifest(reference, repository=ref.repository)
             layers = json.loads(got[0]).get("layers") if got else None
-        except (RegistryError, ValueError, AttributeError) as e:
+        except (RegistryError, ValueError, RecursionError, AttributeError) as e:
             if client.gave_up:  # unreachable, or its retries spent: the push would fail the same way
                 raise
             _logger.info("nothing to reuse from %s: %s", ref, e)
