@@ -187,3 +187,14 @@ def test_a_token_nested_past_the_recursion_limit_is_one_line() -> None:
         pytest.raises(RegistryError, match="returned no token"),
     ):
         c.get_manifest("v1")
+
+
+def test_an_earlier_manifest_nested_past_the_recursion_limit_is_nothing_to_reuse() -> None:
+    """The reuse lookup parsed an earlier image's manifest with json.loads: 60,000 "[" raised
+    RecursionError out of publish (a traceback, exit 3) rather than reusing nothing."""
+    from modelseal.publish.publisher import _reuse_candidates
+
+    nested = Answer(200, {"Content-Type": "application/vnd.oci.image.manifest.v1+json"}, b"[" * 60_000)
+    with hostile_server(manifest_answer(nested)) as server, client(server.host) as c:
+        ref = parse_reference(f"{server.host}/m:v1")
+        assert _reuse_candidates(c, [(ref, "v1")]) == {}
