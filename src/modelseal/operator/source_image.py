@@ -61,9 +61,9 @@ REASON_UNREADABLE = "SourceImageUnreadable"
 REASON_VERIFYING = "VerifyingSourceImage"
 VERIFYING = "verifying source image"
 _CACHE_SIZE = 1024
-# the cache key's second half when every file was read (an OMS binding): upper case, so no
-# spec.sha256 (lowered before it is a key) can ever name it
-_ALL_FILES = "ALL FILES"
+#: a read of one image: its digest, and the primary file's SHA-256 it must have, or None when
+#: every file is read and kept for comparison (an OMS binding), which no spec.sha256 can name
+_ReadKey = tuple[str, str | None]
 
 Waiters = set[Hashable]
 
@@ -131,10 +131,10 @@ class SourceImageChecker:
         self.retry_after = retry_after
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="source-image")
         self._stop = threading.Event()
-        self._verdicts: OrderedDict[tuple[str, str], _Verdict] = OrderedDict()
-        self._failures: OrderedDict[tuple[str, str], _Verdict] = OrderedDict()
-        self._running: dict[tuple[str, str], asyncio.Task[None]] = {}
-        self._waiters: dict[tuple[str, str], Waiters] = {}
+        self._verdicts: OrderedDict[_ReadKey, _Verdict] = OrderedDict()
+        self._failures: OrderedDict[_ReadKey, _Verdict] = OrderedDict()
+        self._running: dict[_ReadKey, asyncio.Task[None]] = {}
+        self._waiters: dict[_ReadKey, Waiters] = {}
         self.reads = 0  # content checks started
 
     def _client(self, ref: ImageReference) -> RegistryClient:
@@ -147,12 +147,12 @@ class SourceImageChecker:
         with self._client(ref) as client:
             return ref.pinned(describe(client, ref)["digest"])
 
-    def _read(self, ref: ImageReference, sha256: str) -> tuple[str, tuple[LayerFile, ...] | None]:
-        """Blocking: the primary file's path once its bytes hash to ``sha256`` (every file, for
-        ``_ALL_FILES``)."""
+    def _read(self, ref: ImageReference, sha256: str | None) -> tuple[str, tuple[LayerFile, ...] | None]:
+        """Blocking: the primary file's path once its bytes hash to ``sha256``; with None, every
+        file, each read and hashed."""
         with self._client(ref) as client:
             info = describe(client, ref)
-            if sha256 == _ALL_FILES:
+            if sha256 is None:
                 return str(primary_file(info)["path"]), tuple(served_files(client, info, stop=self._stop))
             check_served(client, info, sha256, stop=self._stop)
             return str(primary_file(info)["path"]), None
@@ -190,7 +190,7 @@ class SourceImageChecker:
                     _logger.exception("resolving %s failed unexpectedly", ref.oci)
                 return judge(ref, sha256, None, e)
         assert pinned.digest is not None
-        key = (pinned.digest, sha256.strip().lower())
+        key: _ReadKey = (pinned.digest, sha256.strip().lower())
         verdict = self._verdicts.get(key)
         if verdict is not None:
             self._verdicts.move_to_end(key)
@@ -200,7 +200,7 @@ class SourceImageChecker:
             return judge(ref, sha256, None, failure.error)
         return SourceCheck(False, REASON_VERIFYING, VERIFYING, pending=True)
 
-    def _start(self, key: tuple[str, str], ref: ImageReference, waiter: Hashable | None) -> _Verdict | None:
+    def _start(self, key: _ReadKey, ref: ImageReference, waiter: Hashable | None) -> _Verdict | None:
         """Start reading the image unless a read runs or failed lately; return that failure, if any."""
         if waiter is not None:
             self._waiters.setdefault(key, set()).add(waiter)
@@ -221,7 +221,7 @@ class SourceImageChecker:
         if not ref.digest:
             why = f"{ref.oci} is not pinned by digest: an OpenSSF Model Signing signature binds files, pin it"
             return SourceCheck(False, REASON_MISMATCH, why, blocks=True)
-        key = (ref.digest, _ALL_FILES)
+        key: _ReadKey = (ref.digest, None)
         verdict = self._verdicts.get(key)
         if verdict is not None:
             self._verdicts.move_to_end(key)
@@ -231,7 +231,7 @@ class SourceImageChecker:
             return judge_files(ref, binding, None, None, sha256, failure.error)
         return SourceCheck(False, REASON_VERIFYING, VERIFYING, pending=True)
 
-    async def _verify(self, key: tuple[str, str], ref: ImageReference) -> None:
+    async def _verify(self, key: _ReadKey, ref: ImageReference) -> None:
         try:
             loop = asyncio.get_running_loop()
             primary, files = await loop.run_in_executor(self._pool, self._read, ref, key[1])
