@@ -38,6 +38,7 @@ __all__ = [
     "SignerIdentity",
     "evaluate_bundle",
     "is_bundle",
+    "names_oms",
     "pem_hint",
 ]
 
@@ -83,6 +84,20 @@ def is_bundle(data: bytes) -> bool:
         return looks_like_bundle(gojson.loads(data))
     except gojson.JSONFormatError:
         return False
+
+
+def names_oms(data: bytes) -> bool:
+    """Whether a bundle's statement names the OMS predicate type, read before anything is verified.
+
+    A cheap look that decides how the bundle is bound (a model's files, or a digest), never
+    whether it is admitted. One that cannot be read is not OMS: the evaluation refuses it and
+    says why, and a generic statement is never admitted unbound when a binding was asked for.
+    """
+    try:
+        kind = gojson.loads(parse_bundle(data).envelope.payload()).get("predicateType")
+    except (Error, gojson.JSONFormatError, AttributeError, ValueError):
+        return False
+    return kind in (PREDICATE_TYPE, LEGACY_PREDICATE_TYPE)
 
 
 def pem_hint(key: PublicKey) -> str:

@@ -13,7 +13,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from modelseal.attest import gojson
 from modelseal.errors import KeyFileError, UsageError
 from modelseal.files import write_atomic
 from modelseal.text import printable
@@ -28,7 +27,6 @@ __all__ = [
     "add_sign_flags",
     "add_verify_flags",
     "authority_wanted",
-    "is_oms",
     "sign_oms",
     "verify_bundle",
     "with_flag_authorities",
@@ -232,34 +230,20 @@ def verify_bundle(
     """
     from dataclasses import replace
 
-    from modelseal.attest.bundle_verifier import ModelBinding, evaluate_bundle
+    from modelseal.attest.bundle_verifier import ModelBinding, evaluate_bundle, names_oms
     from modelseal.attest.oms import PREDICATE_TYPE
     from modelseal.attest.verifier import ExpectedDigest
 
-    if not args.policy and is_oms(data) and PREDICATE_TYPE not in policy.predicate_types:
+    if not args.policy and names_oms(data) and PREDICATE_TYPE not in policy.predicate_types:
         policy = replace(policy, predicate_types=(*policy.predicate_types, PREDICATE_TYPE))
     model, expected = None, None
     if args.artifact:
         signature = None if args.envelope == "-" else args.envelope
         model = ModelBinding(args.artifact, signature, args.ignore_unsigned_files)
-        if not is_oms(data):  # a generic statement binds the artifact's digest
+        if not names_oms(data):  # a generic statement binds the artifact's digest
             digest, directory = hash_artifact(args.artifact)
             files = {f.path: f.sha256 for f in directory.files} if directory else None
             expected = ExpectedDigest(digest, args.artifact, directory is not None, files)
     elif args.sha256:
         expected = ExpectedDigest(args.sha256.strip().lower())
     return evaluate_bundle(data, policy, model=model, expected=expected, now=now)
-
-
-def is_oms(data: bytes) -> bool:
-    """Whether a bundle's payload names the OMS predicate (a cheap look before hashing)."""
-    from modelseal.attest.bundle import parse_bundle
-    from modelseal.attest.oms import LEGACY_PREDICATE_TYPE, PREDICATE_TYPE
-    from modelseal.errors import Error
-
-    try:
-        payload = parse_bundle(data).envelope.payload()
-        kind = gojson.loads(payload).get("predicateType")
-    except (Error, gojson.JSONFormatError, AttributeError):
-        return True  # refused by the evaluation, which says why
-    return kind in (PREDICATE_TYPE, LEGACY_PREDICATE_TYPE)

@@ -26,10 +26,9 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from modelseal.attest import gojson
 from modelseal.attest.bundle import parse_bundle
-from modelseal.attest.bundle_verifier import evaluate_bundle
-from modelseal.attest.oms import LEGACY_PREDICATE_TYPE, PREDICATE_TYPE, read_manifest
+from modelseal.attest.bundle_verifier import evaluate_bundle, names_oms
+from modelseal.attest.oms import read_manifest
 from modelseal.attest.policy import TrustPolicy
 from modelseal.attest.statement import parse_statement
 from modelseal.attest.verdict import Reason, Verdict
@@ -42,15 +41,6 @@ from modelseal.publish.reference import parse_reference
 __all__ = ["gate_bundle"]
 
 IMAGE_COMPARED = "its files are compared with the image's (SourceImageVerified)"
-
-
-def _is_oms(data: bytes) -> bool:
-    """Whether the bundle's statement names the OMS predicate (read before anything is verified)."""
-    try:
-        kind = gojson.loads(parse_bundle(data).envelope.payload()).get("predicateType")
-    except (Error, gojson.JSONFormatError, AttributeError, ValueError):
-        return False  # the generic evaluation refuses it, saying why
-    return kind in (PREDICATE_TYPE, LEGACY_PREDICATE_TYPE)
 
 
 def _refuse(message: str) -> PolicyError:
@@ -101,7 +91,7 @@ def gate_bundle(
             admitted=False, reason=Reason.ENVELOPE_INVALID, message=f"attestation does not verify: {message}"
         ), None
     digest, fingerprint = hashlib.sha256(data).hexdigest(), policy.fingerprint()
-    if not _is_oms(data):
+    if not names_oms(data):
         expected = ExpectedDigest(sha)
         key = ("bundle", digest, fingerprint, sha.strip().lower())
         generic = cached_verdict(
