@@ -30,13 +30,16 @@ from modelseal.attest.image_predicate import IMAGE_PREDICATE_TYPE
 from modelseal.attest.keys import Keyring
 from modelseal.attest.policy import TrustPolicy
 from modelseal.attest.verdict import Reason, Verdict
-from modelseal.errors import Error, KeyFileError
+from modelseal.errors import Error
 from modelseal.operator.attached_images import Lookup
 from modelseal.operator.gate import (
     REASON_REJECTED,
     REASON_VERIFIED,
     ConfigMapRead,
     GateOutcome,
+    RefusedError,
+    configmap_keys,
+    operator_policy,
     referenced_configmap,
 )
 from modelseal.operator.settings import OperatorSettings
@@ -63,19 +66,6 @@ def discovered_image(spec: Mapping[str, Any], settings: OperatorSettings) -> Ima
     return ref if ref.digest is not None else None
 
 
-class _RefusedError(Exception):
-    pass
-
-
-def _keys(read: ConfigMapRead | None, what: str) -> Keyring:
-    if read is None or read.error is not None:
-        raise _RefusedError(f"read {what}: {read.error if read else 'not read'}")
-    try:
-        return Keyring(read.trusted_keys(what))
-    except KeyFileError as e:
-        raise _RefusedError(e.message) from None
-
-
 def _policies(
     settings: OperatorSettings, trusted: ConfigMapRead | None, publisher: ConfigMapRead | None
 ) -> tuple[list[TrustPolicy], int | None]:
@@ -84,16 +74,14 @@ def _policies(
     base = settings.policy or TrustPolicy(Keyring())
     if settings.discover_image_attestations:
         what = f"trusted keys ConfigMap {settings.trusted_keys_ref}"
-        keys = _keys(trusted, what) if settings.trusted_keys else Keyring()
-        policy = replace(base, keys=Keyring([*base.keys.values(), *keys.values()]),
-                         allow_conditions=settings.allow_conditions, max_age=settings.max_age)  # fmt: skip
+        policy = operator_policy(settings, configmap_keys(trusted, what) if settings.trusted_keys else ())
         if settings.policy is None:  # a policy file's predicateTypes rule
             policy = replace(policy, predicate_types=(*policy.predicate_types, IMAGE_PREDICATE_TYPE))
         out.append(policy)
     if settings.publisher_signing is None:
         return out, None
     where = "/".join(settings.publisher_signing)
-    keys = _keys(publisher, f"publisher keys ConfigMap {where}")
+    keys = Keyring(configmap_keys(publisher, f"publisher keys ConfigMap {where}"))
     publisher_policy = TrustPolicy(keys, predicate_types=(IMAGE_PREDICATE_TYPE,), max_age=settings.max_age,
                                    revoked=base.revoked, windows=base.windows)  # fmt: skip
     return [*out, publisher_policy], len(out)
@@ -120,8 +108,8 @@ def evaluate_attached(
 
     try:
         policies, by_publisher = _policies(settings, trusted, publisher)
-    except _RefusedError as e:
-        return refused(str(e), Reason.INPUT_UNREADABLE)
+    except RefusedError as e:
+        return refused(e.message, e.code)
     if isinstance(read, Error):
         return refused(f"the attestations attached to {image.oci} could not be read: {read}",
                        Reason.INPUT_UNREADABLE)  # fmt: skip

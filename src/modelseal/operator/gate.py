@@ -43,7 +43,10 @@ __all__ = [
     "REASON_INTERNAL_ERROR",
     "ConfigMapRead",
     "GateOutcome",
+    "RefusedError",
+    "configmap_keys",
     "evaluate_gate",
+    "operator_policy",
     "pinned_image",
     "referenced_configmap",
 ]
@@ -144,25 +147,36 @@ def referenced_configmap(spec: Mapping[str, Any]) -> tuple[str, str] | None:
     return (name, key) if isinstance(name, str) and isinstance(key, str) else None
 
 
-class _RefusedError(Exception):
+class RefusedError(Exception):
+    """What the gate needs cannot be read: a refusal with this message and reason."""
+
     def __init__(self, message: str, code: Reason = Reason.INPUT_UNREADABLE) -> None:
         super().__init__(message)
         self.message, self.code = message, code
 
 
+def configmap_keys(read: ConfigMapRead | None, what: str) -> tuple[PublicKey, ...]:
+    """The ``*.pub`` keys of a ConfigMap read (``what`` names it in refusals).
+
+    Raises:
+        RefusedError: the ConfigMap could not be read, or a key does not load.
+    """
+    if read is None or read.error is not None:
+        raise RefusedError(f"read {what}: {read.error if read else 'not read'}")
+    try:
+        return read.trusted_keys(what)
+    except KeyFileError as e:
+        raise RefusedError(e.message, Reason(e.reason) if e.reason else Reason.INPUT_UNREADABLE) from None
+
+
 def _keyring(settings: OperatorSettings, trusted: ConfigMapRead | None) -> tuple[PublicKey, ...]:
     if settings.trusted_keys is None:
         return ()
-    ref = settings.trusted_keys_ref
-    if trusted is None or trusted.error is not None:
-        raise _RefusedError(f"read trusted keys ConfigMap {ref}: {trusted.error if trusted else 'not read'}")
-    try:
-        return trusted.trusted_keys(f"trusted keys ConfigMap {ref}")
-    except KeyFileError as e:
-        raise _RefusedError(e.message, Reason(e.reason) if e.reason else Reason.INPUT_UNREADABLE) from None
+    return configmap_keys(trusted, f"trusted keys ConfigMap {settings.trusted_keys_ref}")
 
 
-def _policy(settings: OperatorSettings, keys: tuple[PublicKey, ...]) -> TrustPolicy:
+def operator_policy(settings: OperatorSettings, keys: tuple[PublicKey, ...]) -> TrustPolicy:
+    """The operator's policy (its file, or keys alone) with these keys added and its flags applied."""
     base = settings.policy or TrustPolicy(Keyring())
     ring = Keyring([*base.keys.values(), *keys])
     return replace(base, keys=ring, allow_conditions=settings.allow_conditions, max_age=settings.max_age)
@@ -187,39 +201,39 @@ def evaluate_gate(
         if image is not None:  # an image-bound Statement binds every file of the image
             sha = image.removeprefix("sha256:")
         if not isinstance(sha, str) or not sha:
-            raise _RefusedError(
+            raise RefusedError(
                 "the attestation policy requires spec.sha256, the digest the attestation must be for",
                 Reason.DIGEST_MISMATCH,
             )
         ref = referenced_configmap(spec)
         if ref is None:
-            raise _RefusedError(
+            raise RefusedError(
                 "spec.attestation is not set; sign the model's Socair report with `socair sign` and"
                 " reference the envelope from a ConfigMap",
                 Reason.UNSIGNED,
             )
         if not is_subdomain(ref[0]):
-            raise _RefusedError(
+            raise RefusedError(
                 f"spec.attestation.configMapKeyRef.name {ref[0][:80]!r} is not a valid ConfigMap name"
                 " (a DNS-1123 subdomain)"
             )
-        policy = _policy(settings, _keyring(settings, trusted))
+        policy = operator_policy(settings, _keyring(settings, trusted))
         if image is not None and settings.policy is None:  # a policy file's predicateTypes rule
             policy = replace(policy, predicate_types=(*policy.predicate_types, IMAGE_PREDICATE_TYPE))
         where = f"{namespace}/{ref[0]}"
         if attestation is None or attestation.error is not None:
-            raise _RefusedError(
+            raise RefusedError(
                 f"read attestation ConfigMap {where}: {attestation.error if attestation else 'not read'}"
             )
         envelope = attestation.get(ref[1])
         if envelope is None:
-            raise _RefusedError(f'attestation ConfigMap {where} has no key "{ref[1]}"')
+            raise RefusedError(f'attestation ConfigMap {where} has no key "{ref[1]}"')
         binding = None
         if len(envelope) <= MAX_ENVELOPE_BYTES and is_bundle(envelope):
             verdict, binding = gate_bundle(envelope, policy, spec, sha, now, cache)
         else:
             verdict = cached_evaluate(envelope, policy, sha, now, cache)
-    except _RefusedError as r:
+    except RefusedError as r:
         return GateOutcome(
             settings.mode, False, REASON_REJECTED, f"attestation rejected: {r.message}", r.code
         )
