@@ -4,12 +4,15 @@ import json
 import re
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from modelseal.attest.envelope import (
     MAX_ENVELOPE_BYTES,
     Envelope,
+    _b64decode_reference,
+    _parse_fast,
+    _parse_reference,
     b64decode,
     pae,
     parse_envelope,
@@ -170,3 +173,81 @@ def test_parse_structures_raise_only_envelope_errors(doc: dict[str, object]) -> 
         return
     with contextlib.suppress(EnvelopeError):
         env.payload()
+
+
+@given(st.text(alphabet="ABab09+/-_=\n", min_size=1, max_size=12).map(lambda t: t * 4))
+def test_base64_padded_text_decodes_as_the_reference_decoder_does(text: str) -> None:
+    # lengths that are multiples of 4 take pybase64's path first
+    try:
+        want: bytes | None = _b64decode_reference(text)
+    except ValueError:
+        want = None
+    try:
+        got: bytes | None = b64decode(text)
+    except ValueError:
+        got = None
+    assert got == want
+
+
+_STRINGS = st.sampled_from(["", "QQ==", "a:b", "x\\u003a", "x\\u003A", "\\u0041", "\\ud800", "é", "\\\\"])
+_ODD_VALUES = st.sampled_from(["null", "1", "[]", "{}", "true"])
+_VALUE = _STRINGS.map(lambda s: f'"{s}"')
+
+
+def _object(pairs: list[tuple[str, str]], space: str = "") -> str:
+    return "{" + ",".join(f'"{k}"{space}:{space}{v}' for k, v in pairs) + "}"
+
+
+@st.composite
+def _pairs(draw: st.DrawFn, fields: dict[str, st.SearchStrategy[str]], optional: str) -> str:
+    """An object with the keys it should have, perhaps one key twice, now and then a stranger."""
+    keys = [k for k in fields if k != optional or draw(st.booleans())]
+    pairs = [(k, draw(fields[k])) for k in keys]
+    if draw(st.booleans()):  # a key twice, with another value
+        again = draw(st.sampled_from(keys))
+        pairs.append((again, draw(fields[again])))
+    if not draw(st.integers(0, 9)):
+        pairs.append((draw(st.sampled_from([*keys, "x"])), draw(_ODD_VALUES)))
+    pairs = draw(st.permutations(pairs))
+    return _object(pairs, draw(st.sampled_from(["", " ", "\n"])))
+
+
+_SIGNATURES = st.lists(_pairs({"sig": _VALUE, "keyid": _VALUE}, "keyid"), max_size=3).map(
+    lambda s: "[" + ",".join(s) + "]"
+)
+_ENVELOPE_TEXT = _pairs({"payloadType": _VALUE, "payload": _VALUE, "signatures": _SIGNATURES}, "signatures")
+
+
+@settings(max_examples=500)
+@given(_ENVELOPE_TEXT)
+def test_fast_parse_decides_as_the_reference_parser(text: str) -> None:
+    data = text.encode()
+    try:
+        want: Envelope | str = _parse_reference(data)
+    except EnvelopeError as e:
+        want = e.message
+    try:
+        got: Envelope | str = parse_envelope(data)
+    except EnvelopeError as e:
+        got = e.message
+    assert got == want
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"payloadType":"t","payload":"QQ==","payload":"QUI="}',
+        b'{"payloadType":"t","payload":"QQ==","signatures":[{"sig":"QQ==","sig":"QUI="}]}',
+        # a colon spelled as an escape must not stand in for the separator a duplicate key has
+        b'{"payloadType":"x\\u003a","payload":"QQ==","payload":"QUI="}',
+        b'{"payloadType":"t","payload":"QQ==","signatures":[{"keyid":"\\u003A","sig":"A","sig":"B"}]}',
+    ],
+)
+def test_duplicate_keys_are_refused_on_every_path(data: bytes) -> None:
+    with pytest.raises(EnvelopeError, match="duplicate key"):
+        parse_envelope(data)
+
+
+def test_well_formed_envelopes_take_the_fast_path() -> None:
+    data = socair_envelope("authorized")
+    assert _parse_fast(data) == _parse_reference(data)

@@ -82,6 +82,10 @@ def _deeper_than(value: Any, limit: int) -> bool:
     return False
 
 
+#: built once: ``json.loads`` with hooks builds a decoder and its scanner on every call
+_DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicates, parse_constant=_no_constant, parse_float=_finite)
+
+
 def loads(data: bytes | str) -> Any:
     """Parse JSON strictly, keeping object key order.
 
@@ -99,9 +103,7 @@ def loads(data: bytes | str) -> Any:
     if text.startswith("\ufeff"):
         raise JSONFormatError("starts with a byte-order mark")
     try:
-        value = json.loads(
-            text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant, parse_float=_finite
-        )
+        value = _DECODER.decode(text)
     except JSONFormatError:
         raise
     except json.JSONDecodeError as e:
