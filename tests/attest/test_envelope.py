@@ -10,7 +10,6 @@ from hypothesis import strategies as st
 from modelseal.attest.envelope import (
     MAX_ENVELOPE_BYTES,
     Envelope,
-    _b64decode_reference,
     _parse_fast,
     _parse_reference,
     b64decode,
@@ -68,7 +67,11 @@ def _reference_b64decode(text: str) -> bytes:
     raise ValueError("refused")
 
 
-@given(st.text(alphabet="AZaz09+/-_=\n \u0663\u00e9", max_size=24))
+@given(
+    st.text(alphabet="AZaz09+/-_=\n \u0663\u00e9", max_size=24)
+    # lengths that are multiples of 4 go to pybase64 first
+    | st.text(alphabet="ABab09+/-_=\n", min_size=1, max_size=12).map(lambda t: t * 4)
+)
 def test_base64_fast_path_decides_as_the_pattern_checks_did(text: str) -> None:
     try:
         want: bytes | None = _reference_b64decode(text)
@@ -173,20 +176,6 @@ def test_parse_structures_raise_only_envelope_errors(doc: dict[str, object]) -> 
         return
     with contextlib.suppress(EnvelopeError):
         env.payload()
-
-
-@given(st.text(alphabet="ABab09+/-_=\n", min_size=1, max_size=12).map(lambda t: t * 4))
-def test_base64_padded_text_decodes_as_the_reference_decoder_does(text: str) -> None:
-    # lengths that are multiples of 4 take pybase64's path first
-    try:
-        want: bytes | None = _b64decode_reference(text)
-    except ValueError:
-        want = None
-    try:
-        got: bytes | None = b64decode(text)
-    except ValueError:
-        got = None
-    assert got == want
 
 
 _STRINGS = st.sampled_from(["", "QQ==", "a:b", "x\\u003a", "x\\u003A", "\\u0041", "\\ud800", "é", "\\\\"])
