@@ -3,7 +3,7 @@ import contextlib
 import json
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from modelseal.attest import gojson
@@ -110,3 +110,52 @@ def test_dumps_is_json_that_loads_back(value: object) -> None:
 def test_loads_raises_only_its_own_error(data: bytes) -> None:
     with contextlib.suppress(gojson.JSONFormatError):
         gojson.loads(data)
+
+
+_SCALARS = st.sampled_from(
+    [
+        *["0", "-0", "1", "-1.0", "0.1", "1e5", "1E-7", "1e400", "-1e-400", "12345678901234567890123"],
+        *["true", "false", "null", "NaN", "-Infinity", "01", "1.", '""', '"a:b"', '"é"', '"<&>"'],
+        *['"\\u003c"', '"x\\u003a"', '"\\u003A:"', '"\\ud800"', '"\\ude00\\ud83d"', '"\\ud83d\\ude00"'],
+        *['"\\\\"', '"\\":"', "1" * 30],
+    ]
+)
+_SPACE = st.sampled_from(["", " ", "\n", "\t"])
+
+
+@st.composite
+def _json_text(draw: st.DrawFn, depth: int = 0) -> str:
+    """JSON text as a hostile or careless writer makes it: repeated keys, escaped colons,
+    numbers out of range, lone surrogates, odd spacing, deep nesting."""
+    kind = draw(st.integers(0, 9)) if depth < 4 else 0
+    if kind < 5:
+        return draw(_SCALARS)
+    children = draw(st.lists(_json_text(depth + 1), max_size=4))
+    space = draw(_SPACE)
+    if kind < 7:
+        return "[" + f",{space}".join(children) + "]"
+    keys = draw(
+        st.lists(st.sampled_from(["a", "b", "a:", "\\u0061", "\\u003a", ":"]), min_size=len(children))
+    )
+    body = f",{space}".join(f'"{k}"{space}:{space}{v}' for k, v in zip(keys, children, strict=False))
+    return "{" + body + "}"
+
+
+def _outcome(data: bytes | str) -> tuple[str, str]:
+    try:
+        return ("read", repr(gojson.loads(data)))  # repr tells 1 from 1.0 from True, and keeps key order
+    except gojson.JSONFormatError as e:
+        return ("refused", str(e))
+
+
+@settings(max_examples=400)
+@given(_json_text(), st.integers(0, 70))
+def test_fast_reader_decides_as_the_reference_reader(text: str, nesting: int) -> None:
+    text = "[" * nesting + text + "]" * nesting if nesting > 60 else text
+    # text goes to the reference reader alone; its bytes to msgspec first
+    assert _outcome(text.encode()) == _outcome(text)
+
+
+def test_socair_payloads_take_the_fast_path() -> None:
+    payload = base64.b64decode(json.loads(socair_envelope("authorized"))["payload"])
+    assert gojson._read_fast(payload) == gojson.loads(payload.decode())

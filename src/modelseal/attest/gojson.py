@@ -6,6 +6,11 @@ given, ``<``, ``>``, ``&``, U+2028 and U+2029 escaped, other non-ASCII raw, and
 floats in Go's shortest form. The reader is stricter than Go's on purpose:
 duplicate keys, ``NaN``/``Infinity``, invalid UTF-8 and absurd nesting are
 refused, because two parsers that disagree on a document are an attack surface.
+
+The reference reader is the standard library's ``json`` with the hooks below.
+msgspec's parser (in C) reads first and its reading is kept only where it is
+provably the reference reader's; anything else, every refusal included, is
+read again by the reference reader, which gives the message.
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ import math
 import re
 from decimal import Decimal
 from typing import Any
+
+import msgspec
 
 __all__ = ["JSONFormatError", "dumps", "go_quote", "loads", "quote_list"]
 
@@ -83,7 +90,45 @@ def _deeper_than(value: Any, limit: int) -> bool:
 
 
 #: built once: ``json.loads`` with hooks builds a decoder and its scanner on every call
-_DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicates, parse_constant=_no_constant, parse_float=_finite)
+_DECODER = json.JSONDecoder(
+    object_pairs_hook=_no_duplicates, parse_constant=_no_constant, parse_float=_finite
+)
+
+
+_UNDECIDED: Any = object()
+_decode_fast = msgspec.json.Decoder().decode
+_encode_fast = msgspec.json.Encoder().encode
+#: a colon spelled as an escape, which the colon counts below cannot see
+ESCAPED_COLON = re.compile(rb"\\u003[aA]")
+#: deletes every byte but ``:``, ``[`` and ``{``: one pass over the text leaves what is counted
+_ALL_BUT_COUNTED = bytes(sorted(set(range(256)) - set(b":[{")))
+
+
+def _read_fast(data: bytes) -> Any:
+    """msgspec's reading of ``data`` when it is the reference reader's, else ``_UNDECIDED``.
+
+    Of what the reference reader refuses, msgspec accepts only duplicate keys
+    (the last one wins) and deep nesting; it refuses more (lone surrogates,
+    numbers out of range: refused here too); what both accept they read alike
+    (``tests/attest/test_gojson.py`` compares them). Nesting is bounded by the
+    number of ``[`` and ``{``. Duplicates are counted, not looked for: a ``:``
+    in JSON text is the separator of one key-value pair or a character of a
+    string. When no string spells one as ``\\u003a``, the text and msgspec's
+    compact re-encoding of what it read (each distinct key once, every
+    string's colons as they are) hold as many colons exactly when no key was dropped.
+    """
+    if b"\\" in data and ESCAPED_COLON.search(data):
+        return _UNDECIDED
+    counted = data.translate(None, _ALL_BUT_COUNTED)
+    if len(counted) - counted.count(b":") > MAX_DEPTH:
+        return _UNDECIDED
+    try:
+        value = _decode_fast(data)
+    except msgspec.DecodeError:
+        return _UNDECIDED
+    if counted.count(b":") != _encode_fast(value).count(b":"):
+        return _UNDECIDED
+    return value
 
 
 def loads(data: bytes | str) -> Any:
@@ -94,6 +139,9 @@ def loads(data: bytes | str) -> Any:
             or out-of-range number, a lone surrogate, or nested deeper than 64 levels.
     """
     if isinstance(data, bytes):
+        value = _read_fast(data)
+        if value is not _UNDECIDED:
+            return value
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as e:

@@ -20,6 +20,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
 
+from modelseal.attest.ed25519 import verify_ed25519
 from modelseal.errors import KeyFileError
 from modelseal.files import open_regular
 
@@ -46,27 +47,6 @@ _EC_HASH: dict[str, type[hashes.HashAlgorithm]] = {
     "secp521r1": hashes.SHA512,
 }
 _RSA_HASHES = (hashes.SHA256, hashes.SHA384, hashes.SHA512)
-
-
-def _verify_ed25519(public: bytes, signature: bytes, data: bytes) -> bool:
-    """Ed25519 through libsodium, about twice as fast here as OpenSSL's (47 against 86 us).
-
-    libsodium accepts a subset of what Go's ``crypto/ed25519`` (socair) and
-    OpenSSL accept: the same cofactorless equation on the same bytes, plus
-    refusals of small-order and non-canonical points that an honest signer
-    never produces. So nothing is admitted that socair would refuse.
-    """
-    from nacl.bindings import crypto_sign_open
-    from nacl.exceptions import BadSignatureError
-    from nacl.exceptions import ValueError as NaclValueError
-
-    if len(signature) != 64:
-        return False
-    try:
-        crypto_sign_open(signature + data, public)
-    except (BadSignatureError, NaclValueError):
-        return False
-    return True
 
 
 def keyid_of(key: VerifyingKey) -> str:
@@ -108,7 +88,7 @@ class PublicKey:
         """True when ``signature`` is this key's signature over ``data``."""
         try:
             if isinstance(self.key, ed25519.Ed25519PublicKey):
-                return _verify_ed25519(self._ed25519_raw, signature, data)
+                return verify_ed25519(self._ed25519_raw, signature, data)
             if isinstance(self.key, ec.EllipticCurvePublicKey):
                 return self._verify_ecdsa(self.key, signature, data)
             return self._verify_rsa(self.key, signature, data)

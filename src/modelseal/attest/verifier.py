@@ -91,9 +91,10 @@ def verify_signatures(
                 signed[key.keyid] = key
                 break
         if len(signed) >= threshold:
-            _logger.debug(
-                "signature threshold %d met by %s", threshold, [k.short_id for k in signed.values()]
-            )
+            if _logger.isEnabledFor(logging.DEBUG):
+                _logger.debug(
+                    "signature threshold %d met by %s", threshold, [k.short_id for k in signed.values()]
+                )
             return payload, list(signed.values())
     claimed = quote_list([s.keyid for s in envelope.signatures])
     trusted = f"{len(keys)} key(s) trusted"
