@@ -79,19 +79,23 @@ def _policy_error(reason: Reason, message: str) -> PolicyError:
 _GO_TYPES: dict[type, str] = {str: "string", bool: "bool", list: "array", dict: "object"}
 
 
+def _section(predicate: dict[str, Any], name: str) -> dict[str, Any]:
+    """A top-level object of the report; missing or null reads as empty, as Go's decoder reads it."""
+    node = predicate.get(name)
+    if node is None:
+        return {}
+    if not isinstance(node, dict):
+        raise _verify_error(
+            Reason.REPORT_INVALID, f"predicate is not a Socair report: {name} is not an object"
+        )
+    return node
+
+
 def _field(obj: dict[str, Any], path: str, kind: type) -> Any:
-    """Go-style partial decoding: missing or null is the zero value."""
-    node: Any = obj
-    parts = path.split(".")
-    for i, part in enumerate(parts):
-        if not isinstance(node, dict):
-            raise _verify_error(
-                Reason.REPORT_INVALID,
-                f"predicate is not a Socair report: {'.'.join(parts[:i])} is not an object",
-            )
-        node = node.get(part)
-        if node is None:
-            return kind()
+    """Go-style partial decoding of ``obj``'s last key in ``path``: missing or null is the zero value."""
+    node = obj.get(path.rpartition(".")[2])
+    if node is None:
+        return kind()
     if type(node) is kind:  # the common case, decided before the bool-is-an-int subtlety
         return node
     if not isinstance(node, kind) or (kind is not bool and isinstance(node, bool)):
@@ -146,32 +150,45 @@ def read_attestation(statement: Statement, keyid: str) -> SocairAttestation:
             Reason.REPORT_INVALID, f"report schema {go_quote(schema)}, want {go_quote(SCHEMA_VERSION)}"
         )
     subject = statement.subject[0].digest.get("sha256", "")
-    artifact = _field(p, "artifact.sha256", str)
-    if not _HEX64.fullmatch(subject) or subject != artifact:
+    artifact = _section(p, "artifact")
+    reported = _field(artifact, "artifact.sha256", str)
+    if not _HEX64.fullmatch(subject) or subject != reported:
         raise _verify_error(
             Reason.SUBJECT_INVALID,
-            f"subject digest {go_quote(subject)} is not the report's artifact hash {go_quote(artifact)}",
+            f"subject digest {go_quote(subject)} is not the report's artifact hash {go_quote(reported)}",
         )
-    named = _field(p, "verification.signer_key_id", str)
+    verification = _section(p, "verification")
+    named = _field(verification, "verification.signer_key_id", str)
     if named != keyid:
         raise _verify_error(
             Reason.SIGNER_MISMATCH,
             f"report names signer {go_quote(named)} but was signed by {go_quote(keyid)}",
         )
+    # in socair-verify's order: the first field of the wrong type is the one named
+    file_name = _field(artifact, "artifact.file_name", str)
+    header = _section(p, "header")
+    document_id, issued_utc = (
+        _field(header, "header.document_id", str),
+        _field(header, "header.issued_utc", str),
+    )
+    promotion = _section(p, "promotion_authorization")
+    state = _field(promotion, "promotion_authorization.state", str)
+    authorized = _field(promotion, "promotion_authorization.authorized", bool)
+    accepted_by = _field(promotion, "promotion_authorization.accepted_by", str)
     att = SocairAttestation(
         sha256=subject,
-        file_name=_field(p, "artifact.file_name", str),
+        file_name=file_name,
         keyid=keyid,
-        document_id=_field(p, "header.document_id", str),
-        issued_utc=_field(p, "header.issued_utc", str),
-        state=_field(p, "promotion_authorization.state", str),
-        authorized=_field(p, "promotion_authorization.authorized", bool),
-        accepted_by=_field(p, "promotion_authorization.accepted_by", str),
-        accepted_surfaces=_strings(p, "promotion_authorization.accepted_surfaces"),
+        document_id=document_id,
+        issued_utc=issued_utc,
+        state=state,
+        authorized=authorized,
+        accepted_by=accepted_by,
+        accepted_surfaces=_strings(promotion, "promotion_authorization.accepted_surfaces"),
         checks=_checks(p),
-        document_hash=_field(p, "verification.document_hash", str),
-        issuer_claim=_field(p, "issuer.signed_by", str),
-        has_signed_acceptance=bool(_field(p, "promotion_authorization.acceptance", str)),
+        document_hash=_field(verification, "verification.document_hash", str),
+        issuer_claim=_field(_section(p, "issuer"), "issuer.signed_by", str),
+        has_signed_acceptance=bool(_field(promotion, "promotion_authorization.acceptance", str)),
         predicate=p,
     )
     _check_state(att)
