@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from modelseal.attest import envelope
 from modelseal.attest.envelope import (
     MAX_ENVELOPE_BYTES,
     Envelope,
@@ -17,6 +18,7 @@ from modelseal.attest.envelope import (
     parse_envelope,
 )
 from modelseal.errors import EnvelopeError
+from tests.attest.test_gojson import as_msgspec_before_0_23
 from tests.conftest import socair_envelope
 
 
@@ -240,3 +242,21 @@ def test_duplicate_keys_are_refused_on_every_path(data: bytes) -> None:
 def test_well_formed_envelopes_take_the_fast_path() -> None:
     data = socair_envelope("authorized")
     assert _parse_fast(data) == _parse_reference(data)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"payloadType":"\xed\xa0\x80","payload":"QQ=="}',  # a surrogate encoded in UTF-8 (CESU-8)
+        b'{"payloadType":"t","payload":"QQ==","signatures":[{"sig":"\xc0\x80"}]}',  # overlong
+        b'{"payloadType":"t","payload":"\xf4\x90\x80\x80"}',  # past U+10FFFF
+    ],
+)
+@pytest.mark.parametrize("older_msgspec", [False, True])
+def test_invalid_utf8_is_refused_with_an_envelope_error(
+    data: bytes, older_msgspec: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if older_msgspec:  # msgspec 0.18 to 0.22 refuse these with UnicodeDecodeError, not DecodeError
+        monkeypatch.setattr(envelope, "_decode_fast", as_msgspec_before_0_23(envelope._decode_fast))
+    with pytest.raises(EnvelopeError, match="invalid UTF-8"):
+        parse_envelope(data)

@@ -1,6 +1,8 @@
 import base64
 import contextlib
 import json
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -159,3 +161,34 @@ def test_fast_reader_decides_as_the_reference_reader(text: str, nesting: int) ->
 def test_socair_payloads_take_the_fast_path() -> None:
     payload = base64.b64decode(json.loads(socair_envelope("authorized"))["payload"])
     assert gojson._read_fast(payload) == gojson.loads(payload.decode())
+
+
+# in a string, in a key: surrogates encoded in UTF-8 (CESU-8), overlong forms, past U+10FFFF
+_NOT_UTF8 = [
+    b'["\xed\xa0\x80"]',
+    b'{"\xed\xb0\x80":1}',
+    b'["\xc0\x80"]',
+    b'["\xe0\x80\xaf"]',
+    b'["\xf4\x90\x80\x80"]',
+]
+
+
+def as_msgspec_before_0_23(decode: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
+    """msgspec 0.18 to 0.22 (which pyproject allows) refuse invalid UTF-8 with UnicodeDecodeError."""
+
+    def read(data: bytes) -> Any:
+        data.decode("utf-8")
+        return decode(data)
+
+    return read
+
+
+@pytest.mark.parametrize("older_msgspec", [False, True])
+@pytest.mark.parametrize("data", _NOT_UTF8)
+def test_invalid_utf8_in_a_string_is_refused_with_its_own_error(
+    data: bytes, older_msgspec: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if older_msgspec:
+        monkeypatch.setattr(gojson, "_decode_fast", as_msgspec_before_0_23(gojson._decode_fast))
+    with pytest.raises(gojson.JSONFormatError, match="invalid UTF-8"):
+        gojson.loads(data)
