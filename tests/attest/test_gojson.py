@@ -1,6 +1,8 @@
 import base64
 import contextlib
 import json
+import re
+import tomllib
 from collections.abc import Callable
 from typing import Any
 
@@ -9,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from modelseal.attest import gojson
-from tests.conftest import socair_envelope
+from tests.conftest import TESTDATA, socair_envelope
 
 
 @pytest.mark.parametrize("name", ["authorized", "withheld", "conditional"])
@@ -192,3 +194,24 @@ def test_invalid_utf8_in_a_string_is_refused_with_its_own_error(
         monkeypatch.setattr(gojson, "_decode_fast", as_msgspec_before_0_23(gojson._decode_fast))
     with pytest.raises(gojson.JSONFormatError, match="invalid UTF-8"):
         gojson.loads(data)
+
+
+# past uint64, where msgspec 0.18 dropped the top bits of some (msgspec#701)
+_PAST_64_BITS = [
+    *["18446744073709551615", "18446744073709551616", "18446744073709551617", "19446744073709551617"],
+    *["19933688932870350000", "19999999999999999999", "-19999999999999999999", "20000000000000000000"],
+]
+
+
+@pytest.mark.parametrize("text", _PAST_64_BITS)
+def test_integers_past_64_bits_read_as_the_reference_reads_them(text: str) -> None:
+    assert gojson.loads(f"[{text}]".encode()) == gojson.loads(f"[{text}]") == [int(text)]
+
+
+def test_pyproject_asks_for_a_msgspec_that_reads_big_integers_right() -> None:
+    dependencies = tomllib.loads((TESTDATA.parent / "pyproject.toml").read_text())["project"]["dependencies"]
+    floor = next(
+        re.fullmatch(r"msgspec>=(\d+)\.(\d+)\b.*", d) for d in dependencies if d.startswith("msgspec")
+    )
+    assert floor is not None
+    assert (int(floor[1]), int(floor[2])) >= (0, 19)
