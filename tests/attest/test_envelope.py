@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from modelseal.attest import envelope
+from modelseal.attest import envelope, gojson
 from modelseal.attest.envelope import (
     MAX_ENVELOPE_BYTES,
     Envelope,
@@ -18,7 +18,7 @@ from modelseal.attest.envelope import (
     parse_envelope,
 )
 from modelseal.errors import EnvelopeError
-from tests.attest.test_gojson import as_msgspec_before_0_23
+from tests.attest.test_gojson import refuse_as_msgspec_0_20
 from tests.conftest import socair_envelope
 
 
@@ -252,11 +252,28 @@ def test_well_formed_envelopes_take_the_fast_path() -> None:
         b'{"payloadType":"t","payload":"\xf4\x90\x80\x80"}',  # past U+10FFFF
     ],
 )
-@pytest.mark.parametrize("older_msgspec", [False, True])
-def test_invalid_utf8_is_refused_with_an_envelope_error(
-    data: bytes, older_msgspec: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    if older_msgspec:  # msgspec 0.18 to 0.22 refuse these with UnicodeDecodeError, not DecodeError
-        monkeypatch.setattr(envelope, "_decode_fast", as_msgspec_before_0_23(envelope._decode_fast))
+def test_invalid_utf8_is_refused_with_an_envelope_error(data: bytes) -> None:
     with pytest.raises(EnvelopeError, match="invalid UTF-8"):
         parse_envelope(data)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"payloadType":"\xed\xa0\x80","payload":"QQ=="}',
+        b'{"payloadType":"t","payload":"QQ==","payload":"QQ=="}',
+        b'{"payloadType":"t","payload":1}',
+        b'{"payloadType":"t","payload":"QQ==","x":1}',
+        b"[",
+    ],
+)
+def test_older_msgspec_refusals_go_to_the_reference_parser(
+    data: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(EnvelopeError) as want:
+        parse_envelope(data)
+    refuse_as_msgspec_0_20(envelope, monkeypatch)
+    refuse_as_msgspec_0_20(gojson, monkeypatch)  # the reference parser's reader tries msgspec first too
+    with pytest.raises(EnvelopeError) as got:
+        parse_envelope(data)
+    assert got.value.message == want.value.message

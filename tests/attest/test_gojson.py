@@ -3,9 +3,10 @@ import contextlib
 import json
 import re
 import tomllib
-from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -166,7 +167,7 @@ def test_socair_payloads_take_the_fast_path() -> None:
 
 
 # in a string, in a key: surrogates encoded in UTF-8 (CESU-8), overlong forms, past U+10FFFF
-_NOT_UTF8 = [
+NOT_UTF8 = [
     b'["\xed\xa0\x80"]',
     b'{"\xed\xb0\x80":1}',
     b'["\xc0\x80"]',
@@ -175,23 +176,46 @@ _NOT_UTF8 = [
 ]
 
 
-def as_msgspec_before_0_23(decode: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
-    """msgspec 0.18 to 0.22 (which pyproject allows) refuse invalid UTF-8 with UnicodeDecodeError."""
+class _OldDecodeError(Exception):
+    """msgspec.DecodeError up to 0.20: not a ValueError."""
+
+
+_DECODE_ERROR = msgspec.DecodeError
+
+
+def refuse_as_msgspec_0_20(module: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make ``module``'s msgspec decoder refuse as msgspec 0.18 to 0.20 (which pyproject allowed) do.
+
+    Invalid UTF-8 in a string raises UnicodeDecodeError (up to 0.22), any other
+    refusal a DecodeError that is not a ValueError.
+    """
+    decode = module._decode_fast
 
     def read(data: bytes) -> Any:
         data.decode("utf-8")
-        return decode(data)
+        try:
+            return decode(data)
+        except _DECODE_ERROR as e:
+            raise _OldDecodeError(str(e)) from None
 
-    return read
+    monkeypatch.setattr(module, "_decode_fast", read)
+    monkeypatch.setattr(msgspec, "DecodeError", _OldDecodeError)
 
 
-@pytest.mark.parametrize("older_msgspec", [False, True])
-@pytest.mark.parametrize("data", _NOT_UTF8)
-def test_invalid_utf8_in_a_string_is_refused_with_its_own_error(
-    data: bytes, older_msgspec: bool, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("data", [*NOT_UTF8, b"[1,", b'{"a":1,"a":2}', b"NaN", b"\xef\xbb\xbf{}", b"[1e400]"])
+def test_older_msgspec_refusals_go_to_the_reference_reader(
+    data: bytes, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if older_msgspec:
-        monkeypatch.setattr(gojson, "_decode_fast", as_msgspec_before_0_23(gojson._decode_fast))
+    with pytest.raises(gojson.JSONFormatError) as want:
+        gojson.loads(data)
+    refuse_as_msgspec_0_20(gojson, monkeypatch)
+    with pytest.raises(gojson.JSONFormatError) as got:
+        gojson.loads(data)
+    assert str(got.value) == str(want.value)
+
+
+@pytest.mark.parametrize("data", NOT_UTF8)
+def test_invalid_utf8_in_a_string_is_refused_with_its_own_error(data: bytes) -> None:
     with pytest.raises(gojson.JSONFormatError, match="invalid UTF-8"):
         gojson.loads(data)
 

@@ -132,7 +132,7 @@ def _parse_fast(data: bytes) -> Envelope | None:
         return None
     try:
         wire = _decode_fast(data)
-    except ValueError:  # DecodeError; before msgspec 0.23 invalid UTF-8 is a UnicodeDecodeError
+    except (msgspec.DecodeError, ValueError):  # before msgspec 0.23, invalid UTF-8 raised UnicodeDecodeError
         return None
     sigs = wire.signatures or []
     colons = 2 + (wire.signatures is not msgspec.UNSET) + wire.payloadType.count(":")

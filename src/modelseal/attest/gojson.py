@@ -124,7 +124,7 @@ def _read_fast(data: bytes) -> Any:
         return _UNDECIDED
     try:
         value = _decode_fast(data)
-    except ValueError:  # DecodeError; before msgspec 0.23 invalid UTF-8 is a UnicodeDecodeError
+    except (msgspec.DecodeError, ValueError):  # before msgspec 0.23, invalid UTF-8 raised UnicodeDecodeError
         return _UNDECIDED
     if counted.count(b":") != _encode_fast(value).count(b":"):
         return _UNDECIDED
