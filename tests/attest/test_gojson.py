@@ -184,7 +184,7 @@ _DECODE_ERROR = msgspec.DecodeError
 
 
 def refuse_as_msgspec_0_20(module: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make ``module``'s msgspec decoder refuse as msgspec 0.18 to 0.20 (which pyproject allowed) do.
+    """Make ``module``'s msgspec decoder refuse as msgspec 0.18 to 0.20 do (pyproject allows 0.19 up).
 
     Invalid UTF-8 in a string raises UnicodeDecodeError (up to 0.22), any other
     refusal a DecodeError that is not a ValueError.
