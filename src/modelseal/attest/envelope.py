@@ -44,6 +44,7 @@ MAX_SIGNATURES = 64
 
 _STD = re.compile(r"[A-Za-z0-9+/]*")
 _URL = re.compile(r"[A-Za-z0-9_-]*")
+_NOT_BASE64 = re.compile(r"[^A-Za-z0-9+/_-]")
 
 
 def b64decode(text: str) -> bytes:
@@ -81,9 +82,9 @@ def _b64decode_reference(text: str) -> bytes:
     elif _URL.fullmatch(body):
         alt = b"-_"
     else:
-        bad = next((c for c in body if not (c.isascii() and (c.isalnum() or c in "+/-_"))), None)
+        bad = _NOT_BASE64.search(body)  # in C: a Python loop took 1.5 s over 16 MiB
         if bad is not None:
-            raise ValueError(f"illegal character {gojson.go_quote(bad)}")
+            raise ValueError(f"illegal character {gojson.go_quote(bad.group())}")
         raise ValueError("mixes the standard and URL-safe alphabets")
     try:
         return base64.b64decode(body + "=" * (-len(body) % 4), altchars=alt, validate=True)
