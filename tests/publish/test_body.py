@@ -12,7 +12,6 @@ import hashlib
 import os
 import socket
 import ssl
-import stat
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -21,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from modelseal.errors import OperationalError
-from modelseal.publish import body, body_splice, stage
+from modelseal.publish import body, stage
 from modelseal.publish.partial import Digest
 from modelseal.publish.sources import StagePlan
 from modelseal.publish.stage import Stager
@@ -30,17 +29,14 @@ from tests.publish.hostile import Answer, Seen, ToLoopback, hostile_server
 from tests.publish.servers import tls_files
 
 DATA = os.urandom(3 * 1024 * 1024 + 7)  # more than the small slots below hold: they are reused
-SIZES = (body.SLOT, body.PIECE, body_splice.WINDOW, body_splice.STEP)  # as shipped
+SIZES = (body.SLOT, body.PIECE)  # as shipped
 
 
 @pytest.fixture(autouse=True)
 def small_slots(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Four slots of 256 KiB, read 64 KiB at a time (spliced 64 KiB at a time, hashed back 256 KiB
-    at a time): DATA goes round them three times."""
+    """Four slots of 256 KiB, read 64 KiB at a time: DATA goes round them three times."""
     monkeypatch.setattr(body, "SLOT", 256 * 1024)
     monkeypatch.setattr(body, "PIECE", 64 * 1024)
-    monkeypatch.setattr(body_splice, "WINDOW", 256 * 1024)
-    monkeypatch.setattr(body_splice, "STEP", 64 * 1024)
 
 
 def sha(data: bytes) -> str:
@@ -98,34 +94,18 @@ def raw_server(script: Script) -> Iterator[tuple[int, list[bytes]]]:
         listener.close()
 
 
-@pytest.fixture(params=["spliced", "recv_into"])
-def direct(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
-    """How many bytes each direct read took (so a test knows the direct path ran); each test runs
-    twice: spliced where the socket allows it (Linux, plain TCP), and read into slots."""
+@pytest.fixture
+def direct(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many bytes each direct read took (so a test knows the direct path ran)."""
     calls: list[int] = []
-    spliceable: list[bool] = []
-    spliced: list[str] = []
     real = body._receive_direct
-    real_splice = body_splice.splice_body
 
     def counting(sock: socket.socket, out: object, remaining: int, timeout: float, got: int) -> int:
         calls.append(remaining)
-        spliceable.append(body_splice.can_splice(sock))
         return real(sock, out, remaining, timeout, got)  # type: ignore[arg-type]
 
-    def splicing(sock: socket.socket, out: object, remaining: int) -> bool:
-        spliced.append("raised")  # a timeout, a full disk...
-        whole = real_splice(sock, out, remaining)  # type: ignore[arg-type]
-        spliced[-1] = "whole" if whole else "refused"
-        return whole
-
     monkeypatch.setattr(body, "_receive_direct", counting)
-    monkeypatch.setattr(body_splice, "splice_body", splicing)
-    if request.param == "recv_into":
-        monkeypatch.setattr(body_splice, "can_splice", lambda sock: False)
-    yield calls
-    if request.param == "spliced":  # every plain socket went through splice, never refused
-        assert len(spliced) == spliceable.count(True) and "refused" not in spliced
+    return calls
 
 
 def stage_one(port: int, to: Path, pin: str | None = None, **kwargs: object) -> stage.StagedFile:
@@ -205,7 +185,7 @@ def test_a_read_that_stalls_times_out_and_is_retried(
 def test_the_disk_filling_up_on_the_direct_path_is_one_error(
     tmp_path: Path, direct: list[int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real, real_splice = os.write, os.splice
+    real = os.write
     writes: list[int] = []
 
     def fills_up(fd: int, data: bytes) -> int:
@@ -214,16 +194,8 @@ def test_the_disk_filling_up_on_the_direct_path_is_one_error(
             raise OSError(errno.ENOSPC, "No space left on device")
         return real(fd, data)
 
-    def fills_up_spliced(src: int, dst: int, count: int, *args: object) -> int:
-        if stat.S_ISREG(os.fstat(dst).st_mode):
-            writes.append(count)
-            if len(writes) > 3:
-                raise OSError(errno.ENOSPC, "No space left on device")
-        return real_splice(src, dst, count, *args)  # type: ignore[arg-type]
-
     with file_server(files={"/m": DATA}) as server:
         monkeypatch.setattr(os, "write", fills_up)
-        monkeypatch.setattr(os, "splice", fills_up_spliced)
         with pytest.raises(OperationalError, match="the disk is full"):
             stage_one(server.port, tmp_path)
     assert direct
@@ -278,8 +250,6 @@ def test_with_the_real_slot_sizes_a_long_body_goes_round_every_slot(
 ) -> None:
     monkeypatch.setattr(body, "SLOT", SIZES[0])
     monkeypatch.setattr(body, "PIECE", SIZES[1])
-    monkeypatch.setattr(body_splice, "WINDOW", SIZES[2])
-    monkeypatch.setattr(body_splice, "STEP", SIZES[3])
     data = os.urandom(body.SLOT * body.SLOTS + body.SLOT // 2 + 7)
     with file_server(files={"/m": data}) as server:
         staged = stage_one(server.port, tmp_path, sha(data))

@@ -6,16 +6,13 @@ Content-Length reader gives all it holds, up to the length, in one block).
 When the rest is framed by ``Content-Length`` alone, on an HTTP/1.x
 connection whose stream is httpcore's plain ``SyncStream`` (TCP, or TLS on
 it: its own ``read`` is a ``recv`` on that socket), the remaining bytes are
-read from that socket, never more than the length says. On Linux over plain
-TCP they are spliced into the file and hashed back from the page cache
-(:mod:`modelseal.publish.body_splice`); otherwise (TLS, or where splice is
-refused) they are read with ``recv_into`` into a few page-aligned slots:
-each piece is written as it arrives, and each filled slot is hashed on a
-second thread (hashlib releases the GIL) while the next one fills. Through
-h11 each 64 KiB read is copied twice on its way (0.5 s of CPU per GiB, as
-much as the hashing); on one thread the hashing and the writes queue behind
-each other. Either way the hashing thread has caught up before the body is
-left, failed or not, so the file and its digest agree.
+read from that socket with ``recv_into`` into a few page-aligned slots,
+never more than the length says: each piece is written as it arrives, and
+each filled slot is hashed on a second thread (hashlib releases the GIL) while
+the next one fills. Through h11 each 64 KiB read is copied twice on its way
+(0.5 s of CPU per GiB, as much as the hashing); on one thread the hashing
+and the writes queue behind each other. The hashing thread has caught up
+before the body is left, failed or not, so the file and its digest agree.
 
 Bytes past the length are never read, and the connection is closed
 afterwards (h11 never saw the body end, so httpcore drops it rather than
@@ -36,7 +33,6 @@ from types import TracebackType
 import httpcore
 import httpx
 
-from modelseal.publish import body_splice
 from modelseal.publish.partial import Digest, PartialWriter
 
 __all__ = ["SLOT", "SLOTS", "BodyFailed", "direct_socket", "receive_body"]
@@ -113,27 +109,9 @@ def receive_body(response: httpx.Response, out: PartialWriter, length: int | Non
 
 
 def _receive_direct(sock: socket.socket, out: PartialWriter, remaining: int, timeout: float, got: int) -> int:
-    """Read exactly ``remaining`` bytes (fewer if the peer closes) from ``sock`` into ``out``.
-
-    Spliced into the file where the socket and the file system allow it
-    (:mod:`modelseal.publish.body_splice`), else read into slots; either
-    way ``out.end`` counts what came.
-    """
-    start = out.end
-    sock.settimeout(timeout)
-    try:
-        if not (body_splice.can_splice(sock) and body_splice.splice_body(sock, out, remaining)):
-            _receive_slots(sock, out, remaining - (out.end - start))
-    except TimeoutError:
-        raise BodyFailed("ReadTimeout", got + out.end - start, transient=True) from None
-    except OSError:
-        raise BodyFailed("ReadError", got + out.end - start, transient=True) from None
-    return out.end - start
-
-
-def _receive_slots(sock: socket.socket, out: PartialWriter, remaining: int) -> None:
-    """``recv_into`` page-aligned slots, each piece written as it comes, each slot hashed on a thread."""
+    """Read exactly ``remaining`` bytes (fewer if the peer closes) from ``sock`` into ``out``."""
     done = 0
+    sock.settimeout(timeout)
     with _HashingThread(out.hasher) as hashing:
         n = 1
         while done < remaining and n and hashing.error is None:  # a hashing failure stops the read
@@ -147,8 +125,13 @@ def _receive_slots(sock: socket.socket, out: PartialWriter, remaining: int) -> N
                     out.write(slot[filled : filled + n])
                     filled += n
                     done += n
+            except TimeoutError:
+                raise BodyFailed("ReadTimeout", got + done, transient=True) from None
+            except OSError:
+                raise BodyFailed("ReadError", got + done, transient=True) from None
             finally:
                 hashing.hash(index, filled)  # what was written is hashed, whatever happens next
+    return done
 
 
 class _HashingThread:

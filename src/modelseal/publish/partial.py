@@ -22,12 +22,10 @@ from typing import cast
 
 from modelseal.errors import OperationalError
 
-__all__ = ["SPLICE_REFUSED", "WRITEBACK_WINDOW", "Digest", "PartialWriter"]
+__all__ = ["WRITEBACK_WINDOW", "Digest", "PartialWriter"]
 
 #: bytes written before they are handed to the disk when the file is to be flushed
 WRITEBACK_WINDOW = 8 * 1024 * 1024
-#: what ``splice`` fails with where a file system, socket or kernel does not support it
-SPLICE_REFUSED = frozenset({errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP})
 _SYNC_FILE_RANGE_WRITE = 2  # start writing back the range's dirty pages; do not wait
 
 
@@ -116,48 +114,12 @@ class PartialWriter:
                 view = view[os.write(self._fd, view) :]
         except OSError as e:
             raise self._failure(e) from None
-        self._wrote(len(block))
-
-    def splice_from(self, pipe: int, n: int) -> int:
-        """Move ``n`` bytes from ``pipe`` to the end of the file with ``splice`` (Linux), unhashed.
-
-        Returns how many moved: fewer than ``n`` only when the file system
-        refuses ``splice`` (the rest stays in the pipe, for the caller to
-        ``write``); the caller hashes what moved (see :attr:`end`).
-        """
-        moved = 0
-        try:
-            while moved < n:
-                step = os.splice(pipe, self._fd, n - moved)
-                if step == 0:  # pragma: no cover - a pipe holding the bytes never ends early
-                    raise OSError(errno.EIO, "the pipe ended early")
-                moved += step
-                self._wrote(step)
-        except OSError as e:
-            if e.errno not in SPLICE_REFUSED:
-                raise self._failure(e) from None
-        return moved
-
-    @property
-    def end(self) -> int:
-        """Bytes in the file: what was there, then everything written or spliced since."""
-        return self._end
-
-    def read_back(self) -> int:
-        """A new read-only descriptor of this very file (not whatever its path names now) to close.
-
-        Raises:
-            OSError: there is no ``/proc/self/fd`` to reopen it through.
-        """
-        return os.open(f"/proc/self/fd/{self._fd}", os.O_RDONLY | os.O_CLOEXEC)
-
-    def _wrote(self, n: int) -> None:
-        self._end += n
+        self._end += len(block)
         if self._writeback is not None and self._end - self._handed >= WRITEBACK_WINDOW:
             self._writeback(self._fd, self._handed, self._end - self._handed, _SYNC_FILE_RANGE_WRITE)
             self._handed = self._end  # a failure is the final fsync's to report
         if self.progress:
-            self.progress(n)
+            self.progress(len(block))
 
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
