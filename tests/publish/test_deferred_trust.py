@@ -102,3 +102,14 @@ def test_an_unreadable_ssl_cert_file_refuses_every_tls_server(
     with pytest.raises(OperationalError, match=r"failed 1 times, last: cannot connect$"):
         stage_over_tls(tmp_path)
     assert not (tmp_path / "out" / "m").exists()
+
+
+def test_its_settings_are_those_httpx_makes_but_for_the_certificates() -> None:
+    """httpx's context: ssl.create_default_context(cafile=certifi.where()), on this Python."""
+    import certifi
+
+    ours, httpx_own = DeferredTrust(), ssl.create_default_context(cafile=certifi.where())
+    for setting in ("verify_mode", "check_hostname", "verify_flags", "options", "minimum_version",
+                    "maximum_version", "protocol", "post_handshake_auth", "keylog_filename"):  # fmt: skip
+        assert getattr(ours, setting) == getattr(httpx_own, setting), setting
+    assert ours.get_ciphers() == httpx_own.get_ciphers()

@@ -37,6 +37,8 @@ class DeferredTrust(ssl.SSLContext):
         super().__init__()
         self.verify_mode = ssl.CERT_REQUIRED
         self.check_hostname = True
+        if sys.version_info >= (3, 13):  # what ssl.create_default_context adds from 3.13 on
+            self.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN | ssl.VERIFY_X509_STRICT
         keylog = os.environ.get("SSLKEYLOGFILE")
         if keylog and not sys.flags.ignore_environment:  # as ssl.create_default_context does
             self.keylog_filename = keylog
