@@ -16,6 +16,7 @@ import urllib.parse
 import httpx
 
 from modelseal.errors import InputError, OperationalError
+from modelseal.publish.deferred_trust import DeferredTrust
 from modelseal.publish.sources import HF_HOST, public_url
 from modelseal.publish.urls import join_location, origin
 
@@ -40,6 +41,7 @@ class Fetcher:
         self.answered: set[str] = set()  # hosts that answered: a refusal after that is worth a retry
         self._client = httpx.Client(
             transport=transport,
+            verify=DeferredTrust(),  # httpx's trust, read on the first TLS connection (18 ms here)
             follow_redirects=False,
             timeout=httpx.Timeout(30.0, read=READ_TIMEOUT),
             headers={"User-Agent": "modelseal-stage", "Accept-Encoding": "identity"},

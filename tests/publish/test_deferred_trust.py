@@ -1,0 +1,115 @@
+"""A download's TLS trust is read on its first TLS connection: the same trust httpx reads, never less.
+
+The trusted certificates are read when the first TLS connection starts, not
+when the stager is made (18 ms of every start, HTTPS or not). Until then the
+context trusts nothing, so a server is refused rather than accepted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import ssl
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from modelseal.errors import OperationalError
+from modelseal.publish.deferred_trust import DeferredTrust
+from modelseal.publish.sources import StagePlan
+from modelseal.publish.stage import Stager
+from tests.publish.hostile import Answer, hostile_server
+from tests.publish.servers import tls_files
+
+DATA = os.urandom(300_000)
+PIN = hashlib.sha256(DATA).hexdigest()
+
+
+@pytest.fixture(autouse=True)
+def _default_trust(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No trust from the environment unless a test sets it."""
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+
+
+def stage_over_tls(tmp_path: Path) -> Path:
+    """Stage DATA from a TLS server whose certificate the test CA (tmp_path/ca.pem) signed."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    if not cert.exists():
+        tls_files(tmp_path)
+    server = hostile_server(lambda seen: Answer(200, {}, DATA), tls=(cert, key))
+    with server as s, Stager(tmp_path / "out", backoff=0, retries=0) as stager:
+        stager.stage([StagePlan(f"https://127.0.0.1:{s.port}/m", "m", PIN)])
+    return tmp_path / "out" / "m"
+
+
+def test_a_server_signed_by_the_ca_ssl_cert_file_names_is_trusted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ca, _, _ = tls_files(tmp_path)
+    monkeypatch.setenv("SSL_CERT_FILE", str(ca))
+    assert stage_over_tls(tmp_path).read_bytes() == DATA
+
+
+def test_a_server_signed_by_a_ca_in_ssl_cert_dir_is_trusted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hashed folder of CAs (as ``openssl rehash`` makes it: ``<subject hash>.0``)."""
+    ca, _, _ = tls_files(tmp_path)
+    subject_hash = subprocess.run(
+        ["openssl", "x509", "-hash", "-noout", "-in", str(ca)], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    certs = tmp_path / "certs"
+    certs.mkdir()
+    (certs / f"{subject_hash}.0").write_bytes(ca.read_bytes())
+    monkeypatch.setenv("SSL_CERT_DIR", str(certs))
+    assert stage_over_tls(tmp_path).read_bytes() == DATA
+
+
+def test_without_the_ca_the_server_is_refused(tmp_path: Path) -> None:
+    """certifi's bundle does not hold the test CA: the connection fails (stage says no more), nothing staged."""
+    with pytest.raises(
+        OperationalError, match=r"m: https://127\.0\.0\.1:[0-9]+/m failed 1 times, last: cannot connect$"
+    ):
+        stage_over_tls(tmp_path)
+    assert not (tmp_path / "out" / "m").exists()
+
+
+def test_before_its_first_connection_the_context_trusts_nothing() -> None:
+    context = DeferredTrust()
+    assert context.cert_store_stats()["x509_ca"] == 0
+    assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
+    context.wrap_bio(ssl.MemoryBIO(), ssl.MemoryBIO(), server_hostname="example.com")
+    assert context.cert_store_stats()["x509_ca"] > 100  # certifi's bundle, as httpx reads it
+
+
+def test_a_plain_http_download_never_reads_the_trust(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Made with the stager, httpx's own context read SSL_CERT_FILE before any download, HTTPS or not."""
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "missing.pem"))
+    with (
+        hostile_server(lambda seen: Answer(200, {}, DATA)) as server,
+        Stager(tmp_path / "out", backoff=0, retries=0) as stager,
+    ):
+        stager.stage([StagePlan(f"http://127.0.0.1:{server.port}/m", "m", PIN)])
+    assert (tmp_path / "out" / "m").read_bytes() == DATA
+
+
+def test_an_unreadable_ssl_cert_file_refuses_every_tls_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "missing.pem"))
+    with pytest.raises(OperationalError, match=r"failed 1 times, last: cannot connect$"):
+        stage_over_tls(tmp_path)
+    assert not (tmp_path / "out" / "m").exists()
+
+
+def test_its_settings_are_those_httpx_makes_but_for_the_certificates() -> None:
+    """httpx's context: ssl.create_default_context(cafile=certifi.where()), on this Python."""
+    import certifi
+
+    ours, httpx_own = DeferredTrust(), ssl.create_default_context(cafile=certifi.where())
+    for setting in ("verify_mode", "check_hostname", "verify_flags", "options", "minimum_version",
+                    "maximum_version", "protocol", "post_handshake_auth", "keylog_filename"):  # fmt: skip
+        assert getattr(ours, setting) == getattr(httpx_own, setting), setting
+    assert ours.get_ciphers() == httpx_own.get_ciphers()
