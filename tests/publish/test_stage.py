@@ -11,8 +11,8 @@ import httpx
 import pytest
 
 from modelseal.errors import InputError, OperationalError, VerificationError
-from modelseal.publish.sources import StagePlan, plan_stage
-from modelseal.publish.stage import Stager, parse_quantity
+from modelseal.publish.sources import StagePlan, parse_quantity, plan_stage
+from modelseal.publish.stage import Stager
 from tests.cli.conftest import Run
 from tests.publish.fileserver import file_server
 

@@ -18,8 +18,7 @@ from typing import Any
 from modelseal.errors import Error, InputError
 from modelseal.operator.names import check_subdomain
 from modelseal.publish.reference import parse_reference
-from modelseal.publish.sources import StagePlan, plan_stage, public_url
-from modelseal.publish.stage import parse_quantity
+from modelseal.publish.sources import StagePlan, parse_quantity, plan_stage, public_url
 
 __all__ = ["file_pins", "plan_prefetch", "prefetch_fingerprint", "secret_ref_name", "stage_entries"]
 

@@ -20,7 +20,19 @@ import sys
 import threading
 from typing import Any
 
-__all__ = ["DeferredTrust"]
+__all__ = ["DeferredTrust", "TrustUnreadable"]
+
+
+class TrustUnreadable(ssl.SSLError):
+    """The trusted certificates named by the environment cannot be read; no retry mends that.
+
+    An ``ssl.SSLError`` (so an ``OSError``): httpcore turns it into the
+    connection's failure as it would any other, with this as its cause.
+    """
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
 
 
 class DeferredTrust(ssl.SSLContext):
@@ -50,13 +62,18 @@ class DeferredTrust(ssl.SSLContext):
             if self._loaded:
                 return
             if os.environ.get("SSL_CERT_FILE"):
-                self.load_verify_locations(cafile=os.environ["SSL_CERT_FILE"])
+                source, where = "SSL_CERT_FILE", {"cafile": os.environ["SSL_CERT_FILE"]}
             elif os.environ.get("SSL_CERT_DIR"):
-                self.load_verify_locations(capath=os.environ["SSL_CERT_DIR"])
+                source, where = "SSL_CERT_DIR", {"capath": os.environ["SSL_CERT_DIR"]}
             else:
                 import certifi
 
-                self.load_verify_locations(cafile=certifi.where())
+                source, where = "certifi", {"cafile": certifi.where()}
+            try:
+                self.load_verify_locations(**where)
+            except OSError as e:  # ssl.SSLError included: a file that holds no certificate
+                shown = next(iter(where.values()))
+                raise TrustUnreadable(f"{source} {shown}: {e.strerror or e}") from None
             self._loaded = True
 
     def wrap_socket(self, *args: Any, **kwargs: Any) -> ssl.SSLSocket:

@@ -19,7 +19,7 @@ from modelseal.errors import InputError
 from modelseal.publish.layout import validate_paths
 from modelseal.publish.urls import origin
 
-__all__ = ["HF_HOST", "StagePlan", "plan_stage", "public_url"]
+__all__ = ["HF_HOST", "StagePlan", "parse_quantity", "plan_stage", "public_url"]
 
 HF_HOST = "huggingface.co"
 _GLOB = set("*?[")
@@ -167,3 +167,20 @@ def plan_stage(
             raise InputError(f"fileSha256 names {sorted(file_sha256)[0]!r}, which is not among the files")
     validate_paths([p.dest for p in plans])
     return plans
+
+
+_UNITS = {"": 1, "k": 1000, "M": 1000**2, "G": 1000**3, "T": 1000**4,
+          "Ki": 1024, "Mi": 1024**2, "Gi": 1024**3, "Ti": 1024**4}  # fmt: skip
+
+
+def parse_quantity(text: str) -> int:
+    """``90Gi`` -> bytes, as the CRD's downloadMaxInFlightSize pattern allows.
+
+    Raises:
+        InputError: not such a quantity.
+    """
+    digits = text.rstrip("kKMGTi")
+    unit = text[len(digits) :]
+    if not digits.isdigit() or unit not in _UNITS or digits.startswith("0"):
+        raise InputError(f"size {text!r} is not a quantity such as 90Gi or 500M")
+    return int(digits) * _UNITS[unit]

@@ -39,28 +39,14 @@ from modelseal.publish.body import BodyFailed, receive_body
 from modelseal.publish.fetch import READ_TIMEOUT, Fetcher
 from modelseal.publish.partial import Digest, PartialWriter
 from modelseal.publish.sources import HF_HOST, StagePlan, public_url
-from modelseal.publish.transport_errors import NO_SUCH_HOST, REFUSED, describe_transport_error
+from modelseal.publish.transport_errors import NO_SUCH_HOST, REFUSED, describe_transport_error, tls_refusal
 from modelseal.publish.urls import origin
 
-__all__ = ["StagedFile", "Stager", "parse_quantity"]
+__all__ = ["StagedFile", "Stager"]
 
 _logger = logging.getLogger(__name__)
 BLOCK = 4 * 1024 * 1024
-_UNITS = {"": 1, "k": 1000, "M": 1000**2, "G": 1000**3, "T": 1000**4,
-          "Ki": 1024, "Mi": 1024**2, "Gi": 1024**3, "Ti": 1024**4}  # fmt: skip
-
-
-def parse_quantity(text: str) -> int:
-    """``90Gi`` -> bytes, as the CRD's downloadMaxInFlightSize pattern allows.
-
-    Raises:
-        InputError: not such a quantity.
-    """
-    digits = text.rstrip("kKMGTi")
-    unit = text[len(digits) :]
-    if not digits.isdigit() or unit not in _UNITS or digits.startswith("0"):
-        raise InputError(f"size {text!r} is not a quantity such as 90Gi or 500M")
-    return int(digits) * _UNITS[unit]
+_CA_HINT = "set SSL_CERT_FILE to the CA that signed it"
 
 
 @dataclass(frozen=True)
@@ -254,6 +240,9 @@ class Stager:
             # not worth a retry; the message may quote a header, so only its type is named
             raise OperationalError(f"{plan.dest}: {public_url(plan.origin)}: {type(e).__name__}") from None
         except httpx.TransportError as e:
+            why = tls_refusal(e, urllib.parse.urlsplit(plan.origin).netloc, _CA_HINT)
+            if why is not None:  # the same on every retry
+                raise OperationalError(f"{plan.dest}: {public_url(plan.origin)}: {why}") from None
             raise _Interrupted(describe_transport_error(e)) from None
         restarted = 0
         try:

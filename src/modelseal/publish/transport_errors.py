@@ -13,23 +13,34 @@ import httpx
 
 from modelseal.errors import RegistryError
 
-__all__ = ["NO_SUCH_HOST", "REFUSED", "describe_transport_error", "refuse_tls_failure"]
+__all__ = ["NO_SUCH_HOST", "REFUSED", "describe_transport_error", "refuse_tls_failure", "tls_refusal"]
+
+
+def tls_refusal(error: httpx.TransportError, host: str, ca_hint: str) -> str | None:
+    """Why TLS failed, when no retry can mend it: the certificate does not verify (then
+    ``ca_hint`` follows), the server speaks no TLS, or the trusted certificates cannot be
+    read. None for anything else."""
+    from modelseal.publish.deferred_trust import TrustUnreadable
+
+    cause: BaseException | None = error
+    while cause is not None:
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            return f"TLS: the certificate of {host} does not verify ({cause.verify_message}); {ca_hint}"
+        if isinstance(cause, TrustUnreadable):
+            return f"TLS: the trusted certificates cannot be read ({cause.why})"
+        if isinstance(cause, ssl.SSLError) and "WRONG_VERSION_NUMBER" in str(cause):
+            return f"TLS: {host} does not speak HTTPS"
+        cause = cause.__cause__ or cause.__context__
+    return None
 
 
 def refuse_tls_failure(error: httpx.TransportError, host: str) -> None:
     """A certificate that does not verify will not verify on a retry: say so at once."""
-    cause: BaseException | None = error
-    while cause is not None:
-        if isinstance(cause, ssl.SSLCertVerificationError):
-            raise RegistryError(
-                f"TLS: the certificate of {host} does not verify ({cause.verify_message});"
-                " pass --registry-ca-file with the CA that signed it"
-            ) from None
-        if isinstance(cause, ssl.SSLError) and "WRONG_VERSION_NUMBER" in str(cause):
-            raise RegistryError(
-                f"TLS: {host} does not speak HTTPS; pass --plain-http for a plain HTTP registry"
-            )
-        cause = cause.__cause__ or cause.__context__
+    why = tls_refusal(error, host, "pass --registry-ca-file with the CA that signed it")
+    if why is not None and why.endswith("does not speak HTTPS"):
+        raise RegistryError(f"{why}; pass --plain-http for a plain HTTP registry")
+    if why is not None:
+        raise RegistryError(why)
 
 
 REFUSED = "connection refused"
