@@ -239,3 +239,30 @@ def test_pyproject_asks_for_a_msgspec_that_reads_big_integers_right() -> None:
     )
     assert floor is not None
     assert (int(floor[1]), int(floor[2])) >= (0, 19)
+
+
+def _depth(value: object) -> int:
+    """Containers' nesting, by walking the values (the oracle: too slow for huge documents)."""
+    if isinstance(value, dict):
+        return 1 + max(map(_depth, value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max(map(_depth, value), default=0)
+    return 0
+
+
+@settings(max_examples=300)
+@given(_json_text(), st.integers(0, 6))
+def test_nesting_is_measured_on_the_text_as_on_the_values(text: str, limit: int) -> None:
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return  # the text is measured only once the reader has accepted it
+    assert gojson._deeper_than(text, limit) == (_depth(value) > limit)
+
+
+def test_nesting_of_many_wide_levels_is_measured_without_walking_them() -> None:
+    """5.6 million arrays 63 levels down once took 6 s to measure; a 65th level is still refused."""
+    wide = "[" * 62 + ",".join(["[]"] * 200_000) + "]" * 62
+    assert gojson.loads(wide.encode())[0][0] is not None
+    with pytest.raises(gojson.JSONFormatError, match="nested deeper than 64"):
+        gojson.loads(("[" * 64 + "[]" + "]" * 64).encode())

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 import re
 from decimal import Decimal
+from itertools import accumulate, repeat
 from typing import Any
 
 import msgspec
@@ -75,18 +77,18 @@ def _lone_surrogate(value: Any) -> bool:
     return False
 
 
-def _deeper_than(value: Any, limit: int) -> bool:
-    """True when containers nest more than ``limit`` levels (iterative: no recursion)."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        node, depth = stack.pop()
-        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else None
-        if children is None:
-            continue
-        if depth > limit:
-            return True
-        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
-    return False
+_STRING_TOKEN = re.compile(r'"(?:[^"\\]++|\\.)*+"', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]++")
+_STEP = str.maketrans("[]{}", "\x02\x00\x02\x00")
+
+
+def _deeper_than(text: str, limit: int) -> bool:
+    """True when the containers of ``text`` (JSON the reader has accepted) nest more than ``limit``
+    levels: its strings and all but its brackets removed, each opener +1 and each closer -1,
+    the running sum's peak, all in C. Walking the values took 6 s over 5.6 million arrays."""
+    brackets = _NOT_BRACKET.sub("", _STRING_TOKEN.sub("", text))
+    steps = brackets.translate(_STEP).encode("latin-1")
+    return max(accumulate(map(operator.sub, steps, repeat(1))), default=0) > limit
 
 
 #: built once: ``json.loads`` with hooks builds a decoder and its scanner on every call
@@ -160,7 +162,7 @@ def loads(data: bytes | str) -> Any:
         raise JSONFormatError(f"nested deeper than {MAX_DEPTH} levels") from None
     except ValueError as e:
         raise JSONFormatError(str(e) or type(e).__name__) from None
-    if text.count("[") + text.count("{") > MAX_DEPTH and _deeper_than(value, MAX_DEPTH):
+    if text.count("[") + text.count("{") > MAX_DEPTH and _deeper_than(text, MAX_DEPTH):
         raise JSONFormatError(f"nested deeper than {MAX_DEPTH} levels")
     # Go reads "\ud800" as U+FFFD and writes valid UTF-8 only: refused, as invalid UTF-8 is
     if _SURROGATE_ESCAPE.search(text) and _lone_surrogate(value):
