@@ -118,3 +118,31 @@ def test_its_settings_are_those_httpx_makes_but_for_the_certificates() -> None:
                     "maximum_version", "protocol", "post_handshake_auth", "keylog_filename"):  # fmt: skip
         assert getattr(ours, setting) == getattr(httpx_own, setting), setting
     assert ours.get_ciphers() == httpx_own.get_ciphers()
+
+
+def test_a_tls_refusal_never_names_the_sources_user_info(tmp_path: Path) -> None:
+    """Found by the red team: the refusal named the host as ``user:password@host``."""
+    _, cert, key = tls_files(tmp_path)
+    with (
+        hostile_server(lambda seen: Answer(200, {}, DATA), tls=(cert, key)) as server,
+        Stager(tmp_path / "out", backoff=0, retries=3) as stager,
+        pytest.raises(
+            OperationalError, match=r"TLS: the certificate of 127\.0\.0\.1:[0-9]+ does not verify"
+        ) as info,
+    ):
+        stager.stage([StagePlan(f"https://ci:hunter2@127.0.0.1:{server.port}/m?sig=topsecret", "m", PIN)])
+    assert "hunter2" not in str(info.value) and "topsecret" not in str(info.value), info.value
+
+
+def test_a_tls_refusal_after_a_redirect_names_the_host_that_failed(tmp_path: Path) -> None:
+    """The source redirected to a server whose certificate does not verify: that server is named,
+    not the source (whose CA the hint would send the user to fetch)."""
+    _, cert, key = tls_files(tmp_path)
+    with (
+        hostile_server(lambda seen: Answer(200, {}, DATA), tls=(cert, key)) as cdn,
+        hostile_server(lambda seen: Answer(302, {"Location": f"{cdn.url}/m"})) as source,
+        Stager(tmp_path / "out", backoff=0, retries=3) as stager,
+        pytest.raises(OperationalError) as info,
+    ):
+        stager.stage([StagePlan(f"{source.url}/m", "m", PIN)])
+    assert f"TLS: the certificate of {cdn.host} does not verify" in str(info.value), info.value
