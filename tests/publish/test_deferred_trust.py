@@ -146,3 +146,24 @@ def test_a_tls_refusal_after_a_redirect_names_the_host_that_failed(tmp_path: Pat
     ):
         stager.stage([StagePlan(f"{source.url}/m", "m", PIN)])
     assert f"TLS: the certificate of {cdn.host} does not verify" in str(info.value), info.value
+
+
+def test_an_sslkeylogfile_that_cannot_be_written_is_a_one_line_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by the red team: ``modelseal stage`` ended in 'internal error (FileNotFoundError)'."""
+    monkeypatch.setenv("SSLKEYLOGFILE", str(tmp_path / "missing" / "keys.log"))
+    with pytest.raises(
+        OperationalError, match=r"^SSLKEYLOGFILE \S+keys\.log cannot be written: No such file"
+    ):
+        Stager(tmp_path / "out")
+
+
+def test_tls_secrets_go_to_sslkeylogfile_as_httpx_writes_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ca, _, _ = tls_files(tmp_path)
+    monkeypatch.setenv("SSL_CERT_FILE", str(ca))
+    monkeypatch.setenv("SSLKEYLOGFILE", str(tmp_path / "keys.log"))
+    assert stage_over_tls(tmp_path).read_bytes() == DATA
+    assert "CLIENT_HANDSHAKE_TRAFFIC_SECRET" in (tmp_path / "keys.log").read_text()

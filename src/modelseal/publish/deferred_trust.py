@@ -20,6 +20,8 @@ import sys
 import threading
 from typing import Any
 
+from modelseal.errors import OperationalError
+
 __all__ = ["DeferredTrust", "TrustUnreadable"]
 
 
@@ -38,8 +40,10 @@ class TrustUnreadable(ssl.SSLError):
 class DeferredTrust(ssl.SSLContext):
     """``ssl.create_default_context(cafile=certifi.where())``, as httpx makes it, with the reading deferred.
 
-    Raises (from a TLS connection, as httpx's own context would when made):
-        OSError, ssl.SSLError: ``SSL_CERT_FILE``/``SSL_CERT_DIR`` names nothing readable.
+    Raises:
+        OperationalError: when made, ``SSLKEYLOGFILE`` cannot be written.
+        OSError, ssl.SSLError: from a TLS connection (as httpx's own context would when made),
+            ``SSL_CERT_FILE``/``SSL_CERT_DIR`` names nothing readable.
     """
 
     def __new__(cls) -> DeferredTrust:
@@ -53,7 +57,12 @@ class DeferredTrust(ssl.SSLContext):
             self.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN | ssl.VERIFY_X509_STRICT
         keylog = os.environ.get("SSLKEYLOGFILE")
         if keylog and not sys.flags.ignore_environment:  # as ssl.create_default_context does
-            self.keylog_filename = keylog
+            try:
+                self.keylog_filename = keylog  # opened now, as httpx's own context opens it
+            except OSError as e:
+                raise OperationalError(
+                    f"SSLKEYLOGFILE {keylog} cannot be written: {e.strerror or e}"
+                ) from None
         self._lock = threading.Lock()
         self._loaded = False
 
