@@ -11,12 +11,13 @@ import hashlib
 import os
 import ssl
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
 
 from modelseal.errors import OperationalError
-from modelseal.publish.deferred_trust import DeferredTrust
+from modelseal.publish.deferred_trust import DeferredTrust, TrustUnreadable
 from modelseal.publish.sources import StagePlan
 from modelseal.publish.stage import Stager
 from tests.publish.hostile import Answer, hostile_server
@@ -167,3 +168,21 @@ def test_tls_secrets_go_to_sslkeylogfile_as_httpx_writes_them(
     monkeypatch.setenv("SSLKEYLOGFILE", str(tmp_path / "keys.log"))
     assert stage_over_tls(tmp_path).read_bytes() == DATA
     assert "CLIENT_HANDSHAKE_TRAFFIC_SECRET" in (tmp_path / "keys.log").read_text()
+
+
+def test_an_ssl_cert_file_that_is_a_fifo_is_refused_never_waited_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by the red team: reading a FIFO waits for a writer, with the first connection's lock held
+    and no timeout. Here a writer closes at once, so a read would end, but in another error."""
+    fifo = tmp_path / "ca.pem"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: open(fifo, "wb").close())
+    writer.start()
+    monkeypatch.setenv("SSL_CERT_FILE", str(fifo))
+    try:
+        with pytest.raises(TrustUnreadable, match=r"SSL_CERT_FILE \S+ca\.pem: not a regular file"):
+            DeferredTrust().wrap_bio(ssl.MemoryBIO(), ssl.MemoryBIO(), server_hostname="example.com")
+    finally:
+        os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))  # the writer's open returns
+        writer.join()

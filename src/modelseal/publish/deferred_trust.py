@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import ssl
+import stat
 import sys
 import threading
 from typing import Any
@@ -78,10 +79,15 @@ class DeferredTrust(ssl.SSLContext):
                 import certifi
 
                 source, where = "certifi", {"cafile": certifi.where()}
+            shown = next(iter(where.values()))
             try:
+                # a FIFO would be waited on, the lock held, with no timeout; a device holds no file
+                if "cafile" in where and not stat.S_ISREG(os.stat(shown).st_mode):
+                    raise TrustUnreadable(f"{source} {shown}: not a regular file")
                 self.load_verify_locations(**where)
+            except TrustUnreadable:
+                raise
             except OSError as e:  # ssl.SSLError included: a file that holds no certificate
-                shown = next(iter(where.values()))
                 raise TrustUnreadable(f"{source} {shown}: {e.strerror or e}") from None
             self._loaded = True
 
