@@ -11,12 +11,13 @@ import hashlib
 import os
 import ssl
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
 
 from modelseal.errors import OperationalError
-from modelseal.publish.deferred_trust import DeferredTrust
+from modelseal.publish.deferred_trust import DeferredTrust, TrustUnreadable
 from modelseal.publish.sources import StagePlan
 from modelseal.publish.stage import Stager
 from tests.publish.hostile import Answer, hostile_server
@@ -118,3 +119,70 @@ def test_its_settings_are_those_httpx_makes_but_for_the_certificates() -> None:
                     "maximum_version", "protocol", "post_handshake_auth", "keylog_filename"):  # fmt: skip
         assert getattr(ours, setting) == getattr(httpx_own, setting), setting
     assert ours.get_ciphers() == httpx_own.get_ciphers()
+
+
+def test_a_tls_refusal_never_names_the_sources_user_info(tmp_path: Path) -> None:
+    """Found by the red team: the refusal named the host as ``user:password@host``."""
+    _, cert, key = tls_files(tmp_path)
+    with (
+        hostile_server(lambda seen: Answer(200, {}, DATA), tls=(cert, key)) as server,
+        Stager(tmp_path / "out", backoff=0, retries=3) as stager,
+        pytest.raises(
+            OperationalError, match=r"TLS: the certificate of 127\.0\.0\.1:[0-9]+ does not verify"
+        ) as info,
+    ):
+        stager.stage([StagePlan(f"https://ci:hunter2@127.0.0.1:{server.port}/m?sig=topsecret", "m", PIN)])
+    assert "hunter2" not in str(info.value) and "topsecret" not in str(info.value), info.value
+
+
+def test_a_tls_refusal_after_a_redirect_names_the_host_that_failed(tmp_path: Path) -> None:
+    """The source redirected to a server whose certificate does not verify: that server is named,
+    not the source (whose CA the hint would send the user to fetch)."""
+    _, cert, key = tls_files(tmp_path)
+    with (
+        hostile_server(lambda seen: Answer(200, {}, DATA), tls=(cert, key)) as cdn,
+        hostile_server(lambda seen: Answer(302, {"Location": f"{cdn.url}/m"})) as source,
+        Stager(tmp_path / "out", backoff=0, retries=3) as stager,
+        pytest.raises(OperationalError) as info,
+    ):
+        stager.stage([StagePlan(f"{source.url}/m", "m", PIN)])
+    assert f"TLS: the certificate of {cdn.host} does not verify" in str(info.value), info.value
+
+
+def test_an_sslkeylogfile_that_cannot_be_written_is_a_one_line_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by the red team: ``modelseal stage`` ended in 'internal error (FileNotFoundError)'."""
+    monkeypatch.setenv("SSLKEYLOGFILE", str(tmp_path / "missing" / "keys.log"))
+    with pytest.raises(
+        OperationalError, match=r"^SSLKEYLOGFILE \S+keys\.log cannot be written: No such file"
+    ):
+        Stager(tmp_path / "out")
+
+
+def test_tls_secrets_go_to_sslkeylogfile_as_httpx_writes_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ca, _, _ = tls_files(tmp_path)
+    monkeypatch.setenv("SSL_CERT_FILE", str(ca))
+    monkeypatch.setenv("SSLKEYLOGFILE", str(tmp_path / "keys.log"))
+    assert stage_over_tls(tmp_path).read_bytes() == DATA
+    assert "CLIENT_HANDSHAKE_TRAFFIC_SECRET" in (tmp_path / "keys.log").read_text()
+
+
+def test_an_ssl_cert_file_that_is_a_fifo_is_refused_never_waited_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by the red team: reading a FIFO waits for a writer, with the first connection's lock held
+    and no timeout. Here a writer closes at once, so a read would end, but in another error."""
+    fifo = tmp_path / "ca.pem"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: open(fifo, "wb").close())
+    writer.start()
+    monkeypatch.setenv("SSL_CERT_FILE", str(fifo))
+    try:
+        with pytest.raises(TrustUnreadable, match=r"SSL_CERT_FILE \S+ca\.pem: not a regular file"):
+            DeferredTrust().wrap_bio(ssl.MemoryBIO(), ssl.MemoryBIO(), server_hostname="example.com")
+    finally:
+        os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))  # the writer's open returns
+        writer.join()

@@ -208,3 +208,18 @@ def test_a_local_source_that_is_not_a_regular_file_is_refused_without_reading(
         source.mkdir()
     with Stager(tmp_path / "out") as stager, pytest.raises(InputError, match="is not a regular file"):
         stager.stage([StagePlan(str(source), "m")])
+
+
+def test_a_retry_notice_never_names_the_sources_user_info(tmp_path: Path) -> None:
+    """Found by the red team: each retry's line on stderr named the host as ``user:password@host``."""
+    answers = iter([streamed(503), streamed(200, b"x")])
+    notices: list[str] = []
+    with Stager(
+        tmp_path,
+        transport=httpx.MockTransport(lambda r: next(answers)),
+        backoff=0,
+        retries=1,
+        on_retry=notices.append,
+    ) as stager:
+        stager.stage([StagePlan(SIGNED, "m", sha(b"x"))])
+    assert notices == ["m: cdn.example: HTTP 503; retry 1/1 in 0 s"], notices

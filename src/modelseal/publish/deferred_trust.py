@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import os
 import ssl
+import stat
 import sys
 import threading
 from typing import Any
+
+from modelseal.errors import OperationalError
 
 __all__ = ["DeferredTrust", "TrustUnreadable"]
 
@@ -38,8 +41,10 @@ class TrustUnreadable(ssl.SSLError):
 class DeferredTrust(ssl.SSLContext):
     """``ssl.create_default_context(cafile=certifi.where())``, as httpx makes it, with the reading deferred.
 
-    Raises (from a TLS connection, as httpx's own context would when made):
-        OSError, ssl.SSLError: ``SSL_CERT_FILE``/``SSL_CERT_DIR`` names nothing readable.
+    Raises:
+        OperationalError: when made, ``SSLKEYLOGFILE`` cannot be written.
+        OSError, ssl.SSLError: from a TLS connection (as httpx's own context would when made),
+            ``SSL_CERT_FILE``/``SSL_CERT_DIR`` names nothing readable.
     """
 
     def __new__(cls) -> DeferredTrust:
@@ -53,7 +58,12 @@ class DeferredTrust(ssl.SSLContext):
             self.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN | ssl.VERIFY_X509_STRICT
         keylog = os.environ.get("SSLKEYLOGFILE")
         if keylog and not sys.flags.ignore_environment:  # as ssl.create_default_context does
-            self.keylog_filename = keylog
+            try:
+                self.keylog_filename = keylog  # opened now, as httpx's own context opens it
+            except OSError as e:
+                raise OperationalError(
+                    f"SSLKEYLOGFILE {keylog} cannot be written: {e.strerror or e}"
+                ) from None
         self._lock = threading.Lock()
         self._loaded = False
 
@@ -69,10 +79,15 @@ class DeferredTrust(ssl.SSLContext):
                 import certifi
 
                 source, where = "certifi", {"cafile": certifi.where()}
+            shown = next(iter(where.values()))
             try:
+                # a FIFO would be waited on, the lock held, with no timeout; a device holds no file
+                if "cafile" in where and not stat.S_ISREG(os.stat(shown).st_mode):
+                    raise TrustUnreadable(f"{source} {shown}: not a regular file")
                 self.load_verify_locations(**where)
+            except TrustUnreadable:
+                raise
             except OSError as e:  # ssl.SSLError included: a file that holds no certificate
-                shown = next(iter(where.values()))
                 raise TrustUnreadable(f"{source} {shown}: {e.strerror or e}") from None
             self._loaded = True
 

@@ -39,7 +39,13 @@ from modelseal.publish.body import BodyFailed, receive_body
 from modelseal.publish.fetch import READ_TIMEOUT, Fetcher
 from modelseal.publish.partial import Digest, PartialWriter
 from modelseal.publish.sources import HF_HOST, StagePlan, public_url
-from modelseal.publish.transport_errors import NO_SUCH_HOST, REFUSED, describe_transport_error, tls_refusal
+from modelseal.publish.transport_errors import (
+    NO_SUCH_HOST,
+    REFUSED,
+    describe_transport_error,
+    failed_host,
+    tls_refusal,
+)
 from modelseal.publish.urls import origin
 
 __all__ = ["StagedFile", "Stager"]
@@ -226,7 +232,8 @@ class Stager:
                 if have == 0:
                     hasher.reset()
                 delay = min(self.backoff * 2 ** (attempt - 1), 8.0)
-                notice = f"{plan.dest}: {host}: {e}; retry {attempt}/{self.retries} in {delay:g} s"
+                shown = host.rpartition("@")[2]  # user info may hold a password
+                notice = f"{plan.dest}: {shown}: {e}; retry {attempt}/{self.retries} in {delay:g} s"
                 _logger.info("%s (resuming at byte %d)", notice, have)
                 if self.on_retry is not None:
                     self.on_retry(notice)
@@ -240,7 +247,8 @@ class Stager:
             # not worth a retry; the message may quote a header, so only its type is named
             raise OperationalError(f"{plan.dest}: {public_url(plan.origin)}: {type(e).__name__}") from None
         except httpx.TransportError as e:
-            why = tls_refusal(e, urllib.parse.urlsplit(plan.origin).netloc, _CA_HINT)
+            source_host = urllib.parse.urlsplit(plan.origin).netloc.rpartition("@")[2]
+            why = tls_refusal(e, failed_host(e, source_host), _CA_HINT)
             if why is not None:  # the same on every retry
                 raise OperationalError(f"{plan.dest}: {public_url(plan.origin)}: {why}") from None
             raise _Interrupted(describe_transport_error(e)) from None

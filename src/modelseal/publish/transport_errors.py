@@ -13,7 +13,14 @@ import httpx
 
 from modelseal.errors import RegistryError
 
-__all__ = ["NO_SUCH_HOST", "REFUSED", "describe_transport_error", "refuse_tls_failure", "tls_refusal"]
+__all__ = [
+    "NO_SUCH_HOST",
+    "REFUSED",
+    "describe_transport_error",
+    "failed_host",
+    "refuse_tls_failure",
+    "tls_refusal",
+]
 
 
 def tls_refusal(error: httpx.TransportError, host: str, ca_hint: str) -> str | None:
@@ -32,6 +39,14 @@ def tls_refusal(error: httpx.TransportError, host: str, ca_hint: str) -> str | N
             return f"TLS: {host} does not speak HTTPS"
         cause = cause.__cause__ or cause.__context__
     return None
+
+
+def failed_host(error: httpx.RequestError, fallback: str) -> str:
+    """The host (and port) of the request that failed, a redirect's target say; never user info."""
+    try:
+        return error.request.url.netloc.decode("ascii")
+    except RuntimeError:  # raised outside a client's send: no request attached
+        return fallback
 
 
 def refuse_tls_failure(error: httpx.TransportError, host: str) -> None:
