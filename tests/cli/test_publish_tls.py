@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -50,3 +51,36 @@ def test_bad_ca_file(cli: Run, tmp_path: Path) -> None:
     (tmp_path / "ca.pem").write_text("not a certificate")
     r = cli("publish", "--image", "127.0.0.1:1/m:v1", "--ca-file", tmp_path / "ca.pem", MODEL)
     assert r.code == 1 and r.err.startswith(f"error: CA file {tmp_path / 'ca.pem'}")
+
+
+def test_a_ca_file_that_is_a_fifo_is_refused_never_waited_on(cli: Run, tmp_path: Path) -> None:
+    fifo = tmp_path / "ca.pem"
+    os.mkfifo(fifo)  # nothing ever writes to it: reading it would wait for ever
+    r = cli("publish", "--image", "127.0.0.1:1/m:v1", "--ca-file", fifo, MODEL)
+    assert r.code == 1 and r.err == f"error: CA file {fifo}: not a regular file\n"
+
+
+def test_an_ssl_cert_file_that_is_a_fifo_is_refused_at_the_first_tls_connection(
+    cli: Run, tls_registry: tuple[Registry, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    registry, _ = tls_registry
+    fifo = tmp_path / "trust.pem"
+    os.mkfifo(fifo)
+    monkeypatch.setenv("SSL_CERT_FILE", str(fifo))
+    r = cli("publish", "--image", f"{registry.host}/m/tls:v1", MODEL)
+    assert r.code == 3
+    assert (
+        r.err
+        == f"error: TLS: the trusted certificates cannot be read (SSL_CERT_FILE {fifo}: not a regular file)\n"
+    )
+
+
+def test_an_sslkeylogfile_that_cannot_be_written_is_one_line(
+    cli: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SSLKEYLOGFILE", str(tmp_path / "missing" / "keys.log"))
+    r = cli("publish", "--image", "127.0.0.1:1/m:v1", MODEL)
+    assert r.code == 3 and r.err.startswith(
+        f"error: SSLKEYLOGFILE {tmp_path / 'missing' / 'keys.log'} cannot be written"
+    )
+    assert "internal error" not in r.err

@@ -47,11 +47,13 @@ class DeferredTrust(ssl.SSLContext):
             ``SSL_CERT_FILE``/``SSL_CERT_DIR`` names nothing readable.
     """
 
-    def __new__(cls) -> DeferredTrust:
+    def __new__(cls, ca_file: str | None = None) -> DeferredTrust:
         return super().__new__(cls, ssl.PROTOCOL_TLS_CLIENT)
 
-    def __init__(self) -> None:
+    def __init__(self, ca_file: str | None = None) -> None:
+        """``ca_file``, when given, is trusted instead of what the environment names."""
         super().__init__()
+        self._ca_file = ca_file
         self.verify_mode = ssl.CERT_REQUIRED
         self.check_hostname = True
         if sys.version_info >= (3, 13):  # what ssl.create_default_context adds from 3.13 on
@@ -67,11 +69,18 @@ class DeferredTrust(ssl.SSLContext):
         self._lock = threading.Lock()
         self._loaded = False
 
-    def _trust(self) -> None:
+    def load(self) -> None:
+        """Read the trusted certificates now, if not yet read (a TLS connection does it first).
+
+        Raises:
+            TrustUnreadable: they cannot be read, or a CA file is not a regular file.
+        """
         with self._lock:  # two downloads may start their first TLS connections at once
             if self._loaded:
                 return
-            if os.environ.get("SSL_CERT_FILE"):
+            if self._ca_file is not None:
+                source, where = "CA file", {"cafile": self._ca_file}
+            elif os.environ.get("SSL_CERT_FILE"):
                 source, where = "SSL_CERT_FILE", {"cafile": os.environ["SSL_CERT_FILE"]}
             elif os.environ.get("SSL_CERT_DIR"):
                 source, where = "SSL_CERT_DIR", {"capath": os.environ["SSL_CERT_DIR"]}
@@ -92,9 +101,9 @@ class DeferredTrust(ssl.SSLContext):
             self._loaded = True
 
     def wrap_socket(self, *args: Any, **kwargs: Any) -> ssl.SSLSocket:
-        self._trust()
+        self.load()
         return super().wrap_socket(*args, **kwargs)
 
     def wrap_bio(self, *args: Any, **kwargs: Any) -> ssl.SSLObject:
-        self._trust()
+        self.load()
         return super().wrap_bio(*args, **kwargs)

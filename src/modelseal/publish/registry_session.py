@@ -15,7 +15,6 @@ uploads, manifests) is :mod:`modelseal.publish.registry`'s concern.
 from __future__ import annotations
 
 import logging
-import ssl
 import time
 from collections.abc import Callable, Iterator
 from typing import Self
@@ -25,6 +24,7 @@ import httpx
 from modelseal.errors import InputError, RegistryError
 from modelseal.publish.auth import Credentials
 from modelseal.publish.challenge import Authenticator
+from modelseal.publish.deferred_trust import DeferredTrust, TrustUnreadable
 from modelseal.publish.reference import ImageReference
 from modelseal.publish.replies import MAX_REPLY_BYTES, registry_error, with_body
 from modelseal.publish.replies import read_capped as _read_capped
@@ -81,12 +81,14 @@ class RegistrySession:
         self._authorization: str | None = None
         # a reader asks only for pull, which read-only credentials are granted
         self._scopes: set[str] = {f"repository:{self.repository}:{'pull,push' if push else 'pull'}"}
-        verify: ssl.SSLContext | bool = True
+        # httpx's trust, read on the first TLS connection; a trust file that is a FIFO, or an
+        # SSLKEYLOGFILE that cannot be written, is a one-line error rather than a hang or a crash
+        verify = DeferredTrust(ca_file)
         if ca_file is not None:
             try:
-                verify = ssl.create_default_context(cafile=ca_file)
-            except (OSError, ssl.SSLError) as e:
-                raise InputError(f"CA file {ca_file}: {getattr(e, 'strerror', None) or e}") from None
+                verify.load()
+            except TrustUnreadable as e:
+                raise InputError(e.why) from None
         self._client = httpx.Client(
             transport=transport,
             verify=verify,
