@@ -184,5 +184,7 @@ def test_an_ssl_cert_file_that_is_a_fifo_is_refused_never_waited_on(
         with pytest.raises(TrustUnreadable, match=r"SSL_CERT_FILE \S+ca\.pem: not a regular file"):
             DeferredTrust().wrap_bio(ssl.MemoryBIO(), ssl.MemoryBIO(), server_hostname="example.com")
     finally:
-        os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))  # the writer's open returns
+        # held open until the writer is done: its open returns whether it came before or after
+        reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
         writer.join()
+        os.close(reader)
