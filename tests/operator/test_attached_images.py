@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from modelseal.errors import RegistryError
+from modelseal.errors import InputError, RegistryError
 from modelseal.operator import attached_images
 from modelseal.operator.attached_images import AttachedImages, _within_budget
 from modelseal.operator.source_image import RegistryAccess
@@ -164,3 +165,12 @@ async def test_the_cache_counts_the_manifests_it_keeps(monkeypatch: pytest.Monke
     kept = [r.attached for r in reader._reads.values() if r.attached is not None]
     assert 1 < len(kept) < len(manifests) and kept[-1].digest == list(manifests)[-1]
     assert sum(a.manifest_size for a in kept) * attached_images.PARSED_MANIFEST_FACTOR <= 3 * 1024 * 1024
+
+
+def test_a_ca_file_that_is_a_fifo_is_refused_never_waited_on(tmp_path: Any) -> None:
+    """Reading a FIFO waits for a writer: the read's thread would be held for ever."""
+    fifo = tmp_path / "ca.pem"
+    os.mkfifo(fifo)
+    reader = AttachedImages(RegistryAccess(ca_file=str(fifo)))
+    with pytest.raises(InputError, match=r"^CA file \S+ca\.pem: not a regular file$"):
+        reader._fetch(ImageReference("registry.example", "models/m", None, DIGEST))

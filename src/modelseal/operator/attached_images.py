@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import ssl
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable, Iterator
@@ -42,6 +41,7 @@ from modelseal.errors import Error, InputError, OperationalError
 from modelseal.operator.source_image import RegistryAccess
 from modelseal.publish.attached_envelopes import FoundEnvelope
 from modelseal.publish.auth import load_docker_config
+from modelseal.publish.deferred_trust import DeferredTrust, TrustUnreadable
 from modelseal.publish.image_attestations import AttachedImage, read_attached
 from modelseal.publish.reference import ImageReference
 from modelseal.publish.registry import RegistryClient
@@ -148,12 +148,12 @@ class AttachedImages:
     def _fetch(self, ref: ImageReference) -> AttachedImage:
         """Blocking: the image's attachments, read under the deadline."""
         credentials = load_docker_config(self.access.docker_config).credentials_for(ref.registry)
-        verify: ssl.SSLContext | bool = True
+        verify = DeferredTrust(self.access.ca_file)  # a FIFO is refused, never waited on
         if self.access.ca_file is not None:
             try:
-                verify = ssl.create_default_context(cafile=self.access.ca_file)
-            except (OSError, ssl.SSLError) as e:
-                raise InputError(f"CA file {self.access.ca_file}: {type(e).__name__}") from None
+                verify.load()
+            except TrustUnreadable as e:
+                raise InputError(e.why) from None
         transport = _Deadline(httpx.HTTPTransport(verify=verify), READ_DEADLINE)
         with RegistryClient(ref, credentials=credentials, plain_http=ref.registry in self.access.plain_http,
                             retries=2, push=False, user_agent="modelseal-operator",
