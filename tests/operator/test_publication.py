@@ -96,6 +96,15 @@ def test_parse_result_checks_the_recorded_digests_against_the_pins() -> None:
     assert str(e.value) == f"the publisher recorded {'ab' * 32} for model.gguf, not the pinned {'cd' * 32}"
 
 
+def test_a_recorded_digest_is_escaped_and_bounded_in_the_refusal() -> None:
+    forged = result(files=[{"path": "model.gguf", "sha256": "\x1b[2J\nforged" + "x" * 500}])
+    with pytest.raises(InputError) as e:
+        parse_result(forged, "reg.example.com/models/qwen:v1", ["model.gguf"], {"model.gguf": "cd" * 32})
+    text = str(e.value)
+    assert text.startswith("the publisher recorded \\x1b[2J\\nforged")
+    assert "\x1b" not in text and "\n" not in text and len(text) < 250
+
+
 def test_parse_result_accepts_only_this_plans_pinned_image() -> None:
     image, files = parse_result(result(), "reg.example.com/models/qwen:v1", ["model.gguf"])
     assert image == f"oci://reg.example.com/models/qwen@{DIGEST}" and files == ("model.gguf",)

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 
 from modelseal.errors import Error, InputError
 from modelseal.publish.reference import parse_reference
+from modelseal.text import printable
 
 __all__ = ["parse_result", "signed_result"]
 
@@ -63,8 +64,9 @@ def parse_result(
             continue  # compacted to paths: the downloader checked the pins
         pinned = (pins or {}).get(str(entry.get("path")))
         if pinned is not None and entry.get("sha256") != pinned.lower():
+            recorded = printable(str(entry.get("sha256")))[:80]  # from the pod: text from input
             raise InputError(
-                f"the publisher recorded {entry.get('sha256')} for {entry['path']}, not the pinned {pinned}"
+                f"the publisher recorded {recorded} for {entry['path']}, not the pinned {pinned}"
             )
     return image, tuple(files)
 
