@@ -6,6 +6,7 @@ the referrers and the emulated cluster are in test_discovered_attestations.py.
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from typing import Any
 
@@ -18,8 +19,12 @@ from modelseal.attest.socair import PREDICATE_TYPE as SOCAIR_TYPE
 from modelseal.attest.verdict import Mode
 from modelseal.errors import RegistryError
 from modelseal.operator.attached_gate import discovered_image, evaluate_attached
+from modelseal.operator.attached_images import _Read
 from modelseal.operator.conditions import desired_status
 from modelseal.operator.gate import ConfigMapRead, GateOutcome
+from modelseal.operator.metrics import OperatorMetrics
+from modelseal.operator.model_judge import ModelJudge
+from modelseal.operator.verdict_cache import VerdictCache
 from modelseal.publish.attached_envelopes import FoundEnvelope
 from modelseal.publish.image_attestations import AttachedImage
 from modelseal.publish.reference import parse_reference
@@ -143,3 +148,31 @@ def test_while_the_first_read_runs_the_model_waits() -> None:
         "AttestationVerified": "VerifyingImageAttestations", "Available": "VerifyingImageAttestations"}  # fmt: skip
     warned = desired_status({}, 1, judge(None, replace(DISCOVER, mode=Mode.WARN)), FIXTURE_NOW)
     assert warned["phase"] == "Ready"  # warn mode never holds a Model
+
+
+async def test_a_refusal_for_want_of_keys_reads_no_registry_again() -> None:
+    """Only a refusal of what was read asks the registry again: a missing key ConfigMap is not healed by it."""
+
+    async def settled(_: set[Any]) -> None:
+        pass
+
+    def unreachable(ref: Any) -> AttachedImage:
+        raise RegistryError("not asked in this test")
+
+    judge = ModelJudge(PUBLISHING, None, OperatorMetrics(), VerdictCache(), settled)
+    judge.configmaps[("publishing", "publisher-key")] = ConfigMapRead(
+        error='configmaps "publisher-key" not found'
+    )
+    key = (IMAGE.registry, IMAGE.repository, A)
+    judge.attached._fetch = unreachable  # type: ignore[method-assign]  # no registry is asked here
+    judge.attached._reads[key] = _Read(attached(envelope(PUBLISHER)), None, time.monotonic() - 3600)
+    try:
+        outcome = await judge._judge_attached(("models", "m"), IMAGE, FIXTURE_NOW)
+        assert outcome.message.startswith("attestation rejected: read publisher keys ConfigMap publishing/")
+        assert judge.attached.reads == 0
+        judge.configmaps[("publishing", "publisher-key")] = ConfigMapRead({"x.pub": STRANGER.public_pem()})
+        refused = await judge._judge_attached(("models", "m"), IMAGE, FIXTURE_NOW)
+        assert refused.verdict is not None and not refused.admitted
+        assert judge.attached.reads == 1  # a refusal of what was read: an attestation may come later
+    finally:
+        await judge.close_checks()

@@ -113,7 +113,8 @@ class ModelJudge:
         return trusted, await self._configmap(namespace, ref[0], fresh)
 
     async def _judge_attached(self, key: ModelKey, image: ImageReference, now: datetime) -> GateOutcome:
-        """The outcome by what is attached to ``image``; a refusal asks for a re-read."""
+        """The outcome by what is attached to ``image``; a refusal of what was read asks for a re-read
+        (one for want of trusted or publisher keys does not: reading the registry again cannot heal it)."""
         discover = self.settings.discover_image_attestations
         trusted = await self._shared(self.settings.trusted_keys) if discover else None
         publisher = await self._shared(self.settings.publisher_signing)
@@ -122,7 +123,7 @@ class ModelJudge:
             evaluate_attached, image, self.settings, trusted=trusted, publisher=publisher, read=read,
             now=now, cache=self.cache,
         )  # fmt: skip
-        if not outcome.admitted and not outcome.pending:
+        if not outcome.admitted and outcome.verdict is not None:
             self.attached.refresh(image, waiter=key)  # an attestation may be attached later
         return outcome
 
