@@ -22,7 +22,6 @@ Socair report). A trust source that cannot be read refuses, as the gate does.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -41,6 +40,7 @@ from modelseal.operator.gate import (
     configmap_keys,
     operator_policy,
     referenced_configmap,
+    trusted_keyring,
 )
 from modelseal.operator.settings import OperatorSettings
 from modelseal.operator.verdict_cache import VerdictCache, cached_evaluate
@@ -73,11 +73,7 @@ def _policies(
     out: list[TrustPolicy] = []
     base = settings.policy or TrustPolicy(Keyring())
     if settings.discover_image_attestations:
-        what = f"trusted keys ConfigMap {settings.trusted_keys_ref}"
-        policy = operator_policy(settings, configmap_keys(trusted, what) if settings.trusted_keys else ())
-        if settings.policy is None:  # a policy file's predicateTypes rule
-            policy = replace(policy, predicate_types=(*policy.predicate_types, IMAGE_PREDICATE_TYPE))
-        out.append(policy)
+        out.append(operator_policy(settings, trusted_keyring(settings, trusted), images=True))
     if settings.publisher_signing is None:
         return out, None
     where = "/".join(settings.publisher_signing)

@@ -49,6 +49,7 @@ __all__ = [
     "operator_policy",
     "pinned_image",
     "referenced_configmap",
+    "trusted_keyring",
 ]
 
 REASON_VERIFIED = "Verified"
@@ -169,17 +170,28 @@ def configmap_keys(read: ConfigMapRead | None, what: str) -> tuple[PublicKey, ..
         raise RefusedError(e.message, Reason(e.reason) if e.reason else Reason.INPUT_UNREADABLE) from None
 
 
-def _keyring(settings: OperatorSettings, trusted: ConfigMapRead | None) -> tuple[PublicKey, ...]:
+def trusted_keyring(settings: OperatorSettings, trusted: ConfigMapRead | None) -> tuple[PublicKey, ...]:
+    """The keys of the trusted keys ConfigMap (none without ``--model-attestation-trusted-keys``).
+
+    Raises:
+        RefusedError: the ConfigMap could not be read, or a key does not load.
+    """
     if settings.trusted_keys is None:
         return ()
     return configmap_keys(trusted, f"trusted keys ConfigMap {settings.trusted_keys_ref}")
 
 
-def operator_policy(settings: OperatorSettings, keys: tuple[PublicKey, ...]) -> TrustPolicy:
-    """The operator's policy (its file, or keys alone) with these keys added and its flags applied."""
+def operator_policy(
+    settings: OperatorSettings, keys: tuple[PublicKey, ...], *, images: bool = False
+) -> TrustPolicy:
+    """The operator's policy (its file, or keys alone) with these keys added and its flags applied;
+    with ``images``, the image predicate admitted too, unless a policy file's predicateTypes rule."""
     base = settings.policy or TrustPolicy(Keyring())
     ring = Keyring([*base.keys.values(), *keys])
-    return replace(base, keys=ring, allow_conditions=settings.allow_conditions, max_age=settings.max_age)
+    policy = replace(base, keys=ring, allow_conditions=settings.allow_conditions, max_age=settings.max_age)
+    if images and settings.policy is None:
+        policy = replace(policy, predicate_types=(*policy.predicate_types, IMAGE_PREDICATE_TYPE))
+    return policy
 
 
 def evaluate_gate(
@@ -217,9 +229,7 @@ def evaluate_gate(
                 f"spec.attestation.configMapKeyRef.name {ref[0][:80]!r} is not a valid ConfigMap name"
                 " (a DNS-1123 subdomain)"
             )
-        policy = operator_policy(settings, _keyring(settings, trusted))
-        if image is not None and settings.policy is None:  # a policy file's predicateTypes rule
-            policy = replace(policy, predicate_types=(*policy.predicate_types, IMAGE_PREDICATE_TYPE))
+        policy = operator_policy(settings, trusted_keyring(settings, trusted), images=image is not None)
         where = f"{namespace}/{ref[0]}"
         if attestation is None or attestation.error is not None:
             raise RefusedError(
