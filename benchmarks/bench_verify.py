@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from benchmarks.common import machine
+from benchmarks.common import machine, turned
 
 ROOT = Path(__file__).resolve().parent.parent
 SOCAIR = ROOT / "testdata" / "socair"
@@ -100,8 +100,9 @@ def contender(input_name: str, name: str) -> Callable[[], object]:
     def full() -> None:
         assert evaluate(data, policy, expected=expected).admitted
 
-    functions = {"floor": floor, "floor-openssl": floor_openssl, "sslib": sslib}
-    return {**functions, "signatures": signatures, "full": full}[name]
+    functions = {"floor": floor, "floor-openssl": floor_openssl, "sslib": sslib,
+                 "signatures": signatures, "full": full}  # fmt: skip
+    return functions[name]
 
 
 def child(input_name: str, name: str, count: int) -> None:
@@ -128,8 +129,7 @@ def compare(input_name: str, count: int, rounds: int) -> None:
     names = list(CONTENDERS)
     runs: dict[str, list[list[float]]] = {name: [] for name in names}
     for round_number in range(rounds):
-        start = round_number % len(names)
-        for name in [*names[start:], *names[:start]]:
+        for name in turned(names, round_number):
             runs[name].append(run_child(input_name, name, count))
     base = statistics.median(r[0] for r in runs["sslib"])
     print(f"{INPUTS[input_name]}:")

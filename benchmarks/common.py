@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 
 def machine() -> str:
@@ -101,8 +102,7 @@ def paired(
     """
     results: dict[str, list[Run]] = {label: [] for label, _ in contenders}
     for round_number in range(runs):
-        start = round_number % len(contenders)
-        for label, argv in [*contenders[start:], *contenders[:start]]:
+        for label, argv in turned(contenders, round_number):
             if before is not None:
                 before()
             results[label].append(measure(argv()))
@@ -118,6 +118,15 @@ def print_summaries(summaries: Sequence[Summary], size: int) -> None:
             f"  {s.label:<32} {s.wall:6.2f} s ({lo:.2f}-{hi:.2f})  user {s.user:5.2f}  sys {s.sys:5.2f}"
             f"  {size / s.wall / 2**20:7.1f} MiB/s  peak RSS {s.rss:5.0f} MB  {s.wall / base:5.2f}x"
         )
+
+
+T = TypeVar("T")
+
+
+def turned(items: Sequence[T], round_number: int) -> list[T]:
+    """``items`` in the order round ``round_number`` runs them: each round starts one further on."""
+    start = round_number % len(items)
+    return [*items[start:], *items[:start]]
 
 
 def settle(path: Path) -> None:

@@ -316,6 +316,7 @@ def _manifest(**change: Any) -> bytes:
     [
         (_manifest(subject={"digest": "sha256:" + "2" * 64}), "refers to sha256:2222"),
         (_manifest(subject=None), "refers to None"),
+        (_manifest(subject={"digest": "\x1b[2J\rsha256:" + "2" * 64}), "refers to \\x1b[2J\\rsha256:2222"),
         (_manifest(artifactType="application/vnd.dev.cosign.artifact.sig.v1+json"), "its artifactType is not"),
         (_manifest(layers=[]), "want exactly one layer"),
         (_manifest(layers=[{"mediaType": ENVELOPE_MEDIA_TYPE, "digest": EMPTY_DIGEST, "size": 2 * 1024 * 1024}]), "of at most"),

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from modelseal.errors import RegistryError
+from modelseal.publish import layout
 from modelseal.publish.auth import Credentials
 from modelseal.publish.reference import parse_reference
 from modelseal.publish.registry import MAX_MANIFEST_BYTES, RegistryClient
@@ -198,3 +199,19 @@ def test_an_earlier_manifest_nested_past_the_recursion_limit_is_nothing_to_reuse
     with hostile_server(manifest_answer(nested)) as server, client(server.host) as c:
         ref = parse_reference(f"{server.host}/m:v1")
         assert _reuse_candidates(c, [(ref, "v1")]) == {}
+
+
+def test_an_earlier_layer_whose_annotations_are_not_an_object_is_nothing_to_reuse() -> None:
+    """A layer whose ``annotations`` was a list raised AttributeError out of publish (a traceback)."""
+    from modelseal.publish.publisher import _reuse_candidates
+
+    layers = [
+        {"mediaType": layout.MEDIA_LAYER, "digest": "sha256:" + "a" * 64, "size": 3, "annotations": [1]},
+        {"mediaType": layout.MEDIA_LAYER, "digest": "sha256:" + "b" * 64, "size": 4,
+         "annotations": {layout.ANN_TITLE: "kept.bin"}},
+    ]  # fmt: skip
+    body = json.dumps({"schemaVersion": 2, "layers": layers}).encode()
+    answer = Answer(200, {"Content-Type": "application/vnd.oci.image.manifest.v1+json"}, body)
+    with hostile_server(manifest_answer(answer)) as server, client(server.host) as c:
+        ref = parse_reference(f"{server.host}/m:v1")
+        assert _reuse_candidates(c, [(ref, "v1")]) == {("kept.bin", 4): "sha256:" + "b" * 64}

@@ -33,6 +33,7 @@ from modelseal.publish.referrers import (
 )
 from modelseal.publish.registry import RegistryClient
 from modelseal.publish.replies import json_object
+from modelseal.text import printable
 
 __all__ = ["MAX_ENVELOPES", "FoundEnvelope", "fetch_envelopes", "list_referrers"]
 
@@ -98,7 +99,8 @@ def _artifact_layer(body: bytes, digest: str, subject: str) -> dict[str, Any]:
     named = manifest.get("subject")
     named_digest = named.get("digest") if isinstance(named, dict) else None
     if named_digest != subject:
-        raise VerificationError(f"{where} refers to {str(named_digest)[:80]}, not to the image {subject}")
+        named_shown = printable(str(named_digest)[:80])  # the registry wrote it: escape its controls
+        raise VerificationError(f"{where} refers to {named_shown}, not to the image {subject}")
     if manifest.get("artifactType") != ARTIFACT_TYPE:
         raise RegistryError(f"{where}: its artifactType is not {ARTIFACT_TYPE}")
     layers = manifest.get("layers")

@@ -191,25 +191,27 @@ def judge_attached(attached: AttachedImage, policies: Sequence[TrustPolicy], che
     computes one verdict (the operator's caches its verdicts).
     """
     candidates = [(f.referrer, f.envelope, f.error) for f in attached.found]
-    return _judge(attached, candidates, attached.via, attached.listed, policies, check)
+    return _judge(attached.image, attached.digest, attached.info, candidates,
+                  attached.via, attached.listed, policies, check)  # fmt: skip
 
 
 def _judge(
-    attached: AttachedImage,
+    image: str,
+    digest: str,
+    info: dict[str, Any],
     candidates: Sequence[tuple[str | None, bytes | None, str | None]],
     via: str | None,
     listed: int,
     policies: Sequence[TrustPolicy],
     check: Check,
 ) -> ImageVerdict:
-    image, digest = attached.image, attached.digest
     tried: list[tuple[str, str]] = []
     first: Verdict | None = None
     for referrer, data, error in candidates:
         refusal: Verdict | None = None
         for index, policy in enumerate(policies if data is not None else ()):
             assert data is not None
-            verdict, files = _bound_files(check(data, policy, digest.removeprefix("sha256:")), attached.info)
+            verdict, files = _bound_files(check(data, policy, digest.removeprefix("sha256:")), info)
             if verdict.admitted:
                 return ImageVerdict(verdict, image, digest, referrer, via, files, tried, index)
             if refusal is None or (refusal.reason == Reason.SIGNATURE_INVALID != verdict.reason):
@@ -256,5 +258,5 @@ def verify_image(
     if envelope is None:
         return judge_attached(read_attached(client, ref), [policy], check)
     info, subject = read_subject(client, ref)
-    given = AttachedImage(ref.pinned(subject.digest).oci, subject.digest, info, (), "", 1)
-    return _judge(given, [(None, envelope, None)], None, 1, [policy], check)
+    image = ref.pinned(subject.digest).oci
+    return _judge(image, subject.digest, info, [(None, envelope, None)], None, 1, [policy], check)

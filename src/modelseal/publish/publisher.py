@@ -12,7 +12,6 @@ tagged, so a tag never points at an incomplete image.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from modelseal.publish import layout
 from modelseal.publish.layer_stream import FileLayer, LayerDigester, hash_layer
 from modelseal.publish.reference import ImageReference
 from modelseal.publish.registry import RegistryClient
+from modelseal.publish.replies import json_object
 from modelseal.publish.sources import public_url
 from modelseal.publish.upload import upload_stream
 
@@ -132,8 +132,8 @@ def _reuse_candidates(
     for ref, reference in refs:
         try:
             got = client.get_manifest(reference, repository=ref.repository)
-            layers = json.loads(got[0]).get("layers") if got else None
-        except (RegistryError, ValueError, RecursionError, AttributeError) as e:
+            layers = json_object(got[0], str(ref)).get("layers") if got else None
+        except RegistryError as e:
             if client.gave_up:  # unreachable, or its retries spent: the push would fail the same way
                 raise
             _logger.info("nothing to reuse from %s: %s", ref, e)
@@ -141,7 +141,8 @@ def _reuse_candidates(
         for layer in layers if isinstance(layers, list) else []:
             if not isinstance(layer, dict) or layer.get("mediaType") != layout.MEDIA_LAYER:
                 continue
-            title = (layer.get("annotations") or {}).get(layout.ANN_TITLE)
+            annotations = layer.get("annotations")
+            title = annotations.get(layout.ANN_TITLE) if isinstance(annotations, dict) else None
             if (
                 isinstance(title, str)
                 and isinstance(layer.get("size"), int)

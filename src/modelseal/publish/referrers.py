@@ -27,6 +27,7 @@ from typing import Any
 from modelseal.errors import RegistryError
 from modelseal.publish import layout
 from modelseal.publish.registry import MANIFEST_TYPES, RegistryClient
+from modelseal.publish.replies import json_object
 
 __all__ = [
     "ARTIFACT_TYPE",
@@ -152,11 +153,8 @@ def attach(
 
 def parse_index(body: bytes, where: str) -> dict[str, Any]:
     """An image index whose ``manifests`` are well-formed descriptors (other fields kept)."""
-    try:
-        index = json.loads(body)
-    except (ValueError, RecursionError):
-        raise RegistryError(f"{where}: not JSON") from None
-    if not isinstance(index, dict) or not isinstance(index.get("manifests"), list):
+    index = json_object(body, where)
+    if not isinstance(index.get("manifests"), list):
         raise RegistryError(f"{where}: not an image index")
     for i, d in enumerate(index["manifests"]):
         size = d.get("size") if isinstance(d, dict) else None

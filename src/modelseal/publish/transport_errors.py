@@ -23,10 +23,10 @@ __all__ = [
 ]
 
 
-def tls_refusal(error: httpx.TransportError, host: str, ca_hint: str) -> str | None:
+def tls_refusal(error: httpx.TransportError, host: str, ca_hint: str, plain_hint: str = "") -> str | None:
     """Why TLS failed, when no retry can mend it: the certificate does not verify (then
-    ``ca_hint`` follows), the server speaks no TLS, or the trusted certificates cannot be
-    read. None for anything else."""
+    ``ca_hint`` follows), the server speaks no TLS (then ``plain_hint``, if any), or the
+    trusted certificates cannot be read. None for anything else."""
     from modelseal.publish.deferred_trust import TrustUnreadable
 
     cause: BaseException | None = error
@@ -36,7 +36,7 @@ def tls_refusal(error: httpx.TransportError, host: str, ca_hint: str) -> str | N
         if isinstance(cause, TrustUnreadable):
             return f"TLS: the trusted certificates cannot be read ({cause.why})"
         if isinstance(cause, ssl.SSLError) and "WRONG_VERSION_NUMBER" in str(cause):
-            return f"TLS: {host} does not speak HTTPS"
+            return f"TLS: {host} does not speak HTTPS" + (f"; {plain_hint}" if plain_hint else "")
         cause = cause.__cause__ or cause.__context__
     return None
 
@@ -51,11 +51,14 @@ def failed_host(error: httpx.RequestError, fallback: str) -> str:
 
 def refuse_tls_failure(error: httpx.TransportError, host: str) -> None:
     """A certificate that does not verify will not verify on a retry: say so at once."""
-    why = tls_refusal(error, host, "pass --registry-ca-file with the CA that signed it")
-    if why is not None and why.endswith("does not speak HTTPS"):
-        raise RegistryError(f"{why}; pass --plain-http for a plain HTTP registry")
+    why = tls_refusal(
+        error,
+        host,
+        "pass --registry-ca-file with the CA that signed it",
+        "pass --plain-http for a plain HTTP registry",
+    )
     if why is not None:
-        raise RegistryError(why)
+        raise RegistryError(why) from None
 
 
 REFUSED = "connection refused"
