@@ -11,14 +11,12 @@ HTTP, or to anything but an http(s) URL (``http://[bad``, ``ftp:``,
 
 from __future__ import annotations
 
-import urllib.parse
-
 import httpx
 
 from modelseal.errors import InputError, OperationalError
 from modelseal.publish.deferred_trust import DeferredTrust
 from modelseal.publish.sources import HF_HOST, public_url
-from modelseal.publish.urls import join_location, origin
+from modelseal.publish.urls import host_port, join_location, origin
 
 __all__ = ["HF_ORIGIN", "MAX_REDIRECTS", "READ_TIMEOUT", "Fetcher"]
 
@@ -62,7 +60,7 @@ class Fetcher:
             if self.hf_token and origin(url) == HF_ORIGIN:
                 h["Authorization"] = f"Bearer {self.hf_token}"
             response = self._client.send(self._client.build_request(method, url, headers=h), stream=True)
-            self.answered.add(urllib.parse.urlsplit(url).netloc)
+            self.answered.add(host_port(url))
             if response.status_code not in _REDIRECTS or "Location" not in response.headers:
                 return response
             response.close()

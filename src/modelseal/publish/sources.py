@@ -17,7 +17,7 @@ from pathlib import PurePosixPath
 
 from modelseal.errors import InputError
 from modelseal.publish.layout import validate_paths
-from modelseal.publish.urls import origin
+from modelseal.publish.urls import host_port, origin
 
 __all__ = ["HF_HOST", "StagePlan", "parse_quantity", "plan_stage", "public_url"]
 
@@ -37,8 +37,8 @@ def public_url(url: str) -> str:
         return "(a malformed URL)"
     if not parts.scheme or not parts.netloc:
         return url
-    host = parts.netloc.rpartition("@")[2]  # as written: hf:// organisations keep their case
-    return urllib.parse.urlunsplit((parts.scheme, host, parts.path, "", ""))
+    # as written: hf:// organisations keep their case
+    return urllib.parse.urlunsplit((parts.scheme, host_port(url), parts.path, "", ""))
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,6 @@ import os
 import stat
 import threading
 import time
-import urllib.parse
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -46,7 +45,7 @@ from modelseal.publish.transport_errors import (
     failed_host,
     tls_refusal,
 )
-from modelseal.publish.urls import origin
+from modelseal.publish.urls import host_port, origin
 
 __all__ = ["StagedFile", "Stager"]
 
@@ -218,7 +217,7 @@ class Stager:
                 have, restarted = self._transfer(plan, partial, hasher, have)
                 return restarts + restarted
             except _Interrupted as e:
-                host = urllib.parse.urlsplit(plan.origin).netloc  # as the fetcher records it
+                host = host_port(plan.origin)  # as the fetcher records it; no user info
                 if str(e) in (REFUSED, NO_SUCH_HOST) and host not in self._fetch.answered:
                     raise OperationalError(
                         f"{plan.dest}: {public_url(plan.origin)}: {e}; check the source's host"
@@ -232,8 +231,7 @@ class Stager:
                 if have == 0:
                     hasher.reset()
                 delay = min(self.backoff * 2 ** (attempt - 1), 8.0)
-                shown = host.rpartition("@")[2]  # user info may hold a password
-                notice = f"{plan.dest}: {shown}: {e}; retry {attempt}/{self.retries} in {delay:g} s"
+                notice = f"{plan.dest}: {host}: {e}; retry {attempt}/{self.retries} in {delay:g} s"
                 _logger.info("%s (resuming at byte %d)", notice, have)
                 if self.on_retry is not None:
                     self.on_retry(notice)
@@ -247,8 +245,7 @@ class Stager:
             # not worth a retry; the message may quote a header, so only its type is named
             raise OperationalError(f"{plan.dest}: {public_url(plan.origin)}: {type(e).__name__}") from None
         except httpx.TransportError as e:
-            source_host = urllib.parse.urlsplit(plan.origin).netloc.rpartition("@")[2]
-            why = tls_refusal(e, failed_host(e, source_host), _CA_HINT)
+            why = tls_refusal(e, failed_host(e, host_port(plan.origin)), _CA_HINT)
             if why is not None:  # the same on every retry
                 raise OperationalError(f"{plan.dest}: {public_url(plan.origin)}: {why}") from None
             raise _Interrupted(describe_transport_error(e)) from None

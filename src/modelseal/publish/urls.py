@@ -14,9 +14,18 @@ from __future__ import annotations
 import ipaddress
 import urllib.parse
 
-__all__ = ["Origin", "is_loopback", "join_location", "origin", "safe_url"]
+__all__ = ["Origin", "host_port", "is_loopback", "join_location", "origin", "safe_url"]
 
 Origin = tuple[str, str, int]
+
+
+def host_port(url: str) -> str:
+    """A URL's host and port as written, without its user info (which may hold a password).
+
+    Raises:
+        ValueError: the URL does not parse.
+    """
+    return urllib.parse.urlsplit(url).netloc.rpartition("@")[2]
 
 
 def origin(url: str) -> Origin | None:
@@ -25,8 +34,7 @@ def origin(url: str) -> Origin | None:
         return None
     try:
         parts = urllib.parse.urlsplit(url)
-        host_port = parts.netloc.rpartition("@")[2]
-        port_text = host_port.rpartition("]")[2].partition(":")[2]
+        port_text = host_port(url).rpartition("]")[2].partition(":")[2]
         if port_text and not (port_text.isascii() and port_text.isdigit()):
             return None
         port = parts.port
