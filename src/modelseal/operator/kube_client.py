@@ -53,10 +53,13 @@ class KubeClient:
         ca_data: bytes | None = None,
         insecure: bool = False,
         cert: tuple[str, str] | None = None,
+        tls: ssl.SSLContext | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         verify: ssl.SSLContext | bool = not insecure
-        if not insecure and (ca_path or ca_data):
+        if tls is not None:
+            verify = tls
+        elif not insecure and (ca_path or ca_data):
             verify = ssl.create_default_context(cafile=ca_path, cadata=ca_data.decode() if ca_data else None)
         if cert and isinstance(verify, ssl.SSLContext):
             verify.load_cert_chain(*cert)
@@ -72,19 +75,11 @@ class KubeClient:
 
     @classmethod
     def from_connection_info(cls, info: Any) -> Self:
-        """From a ``kopf.ConnectionInfo`` (what kopf's login handlers return)."""
-        ca_data = info.ca_data.encode() if isinstance(info.ca_data, str) else info.ca_data
-        cert = None
-        if info.certificate_path and info.private_key_path:
-            cert = (str(info.certificate_path), str(info.private_key_path))
-        return cls(
-            info.server,
-            token=info.token,
-            ca_path=str(info.ca_path) if info.ca_path else None,
-            ca_data=ca_data,
-            insecure=bool(info.insecure),
-            cert=cert,
-        )
+        """From a ``kopf.ConnectionInfo`` (what kopf's login handlers return), with kopf's own TLS
+        context: a kubeconfig's CA and client certificate may be files or embedded base64 data
+        (``certificate-authority-data``, ``client-certificate-data``, as kind and most clusters
+        write them), and ``insecure-skip-tls-verify`` is honoured as kopf honours it."""
+        return cls(info.server, token=info.token, tls=info.as_ssl_context(), insecure=bool(info.insecure))
 
     async def close(self) -> None:
         """Close the connection pool."""
