@@ -116,8 +116,12 @@ async def test_restart_readopts_without_rewriting_status(k8s: Any, cluster: Clus
         before = await cluster.wait("bad", phase("Failed"))
     events_before = len(await cluster.events())
     async with running_operator(k8s) as again:
-        await asyncio.sleep(0.5)
-        assert set(again.models) == {("default", "good"), ("default", "bad")}
+        both = {("default", "good"), ("default", "bad")}
+        deadline = asyncio.get_running_loop().time() + 30
+        while set(again.checked) != both:  # each one judged, its status write (none) done
+            assert asyncio.get_running_loop().time() < deadline, again.checked
+            await asyncio.sleep(0.02)
+        assert set(again.models) == both
         assert again.metrics.status_writes._value.get() == 0
         # adopted Models are counted by phase though nothing was written
         phases = again.metrics.count_phases()
