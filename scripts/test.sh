@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up everything the tests need, then run every gate: ruff, mypy --strict,
-# the fixture check, and pytest. Extra arguments go to pytest.
+# the fixture check, and pytest (with the real-cluster suite, tests/cluster, on a control plane
+# scripts/cluster.sh builds, or on $KUBECONFIG's cluster). Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
@@ -13,6 +14,12 @@ echo "== mypy --strict"
 "$VENV/bin/mypy"
 echo "== fixtures are up to date"
 "$VENV/bin/python" testdata/generate.py --check
+if [ -z "${KUBECONFIG:-}" ]; then
+  # tests/cluster starts a control plane of its own from these binaries (the first build takes
+  # many minutes; later runs find them in the cache)
+  echo "== the real-cluster suite's control plane (scripts/cluster.sh build)"
+  bash scripts/cluster.sh build
+fi
 echo "== pytest"
 "$VENV/bin/python" -m pytest "$@"
 echo "== demo (README's first command) runs end to end"

@@ -29,6 +29,7 @@ class LocalKubelet:
 
     def __init__(self, cluster: Cluster, root: Path) -> None:
         self.cluster, self.root = cluster, root
+        self.namespace = cluster.namespace
 
     def _mapped(self, args: list[str]) -> list[str]:
         paths = {"/staging": self.root / "staging", "/docker-config": self.root / "docker-config",
@@ -40,7 +41,7 @@ class LocalKubelet:
         return out
 
     async def _secret(self, name: str) -> dict[str, Any]:
-        r = await self.cluster.client.get(f"/api/v1/namespaces/default/secrets/{name}")
+        r = await self.cluster.client.get(f"/api/v1/namespaces/{self.namespace}/secrets/{name}")
         assert r.status_code == 200, r.text
         secret: dict[str, Any] = r.json()
         return secret
@@ -63,7 +64,13 @@ class LocalKubelet:
         return out
 
     async def run(self, job: dict[str, Any]) -> dict[str, tuple[int, str]]:
-        pod = job["spec"]["template"]["spec"]
+        await self.cluster.patch(f"{JOBS}/{job['metadata']['name']}/status", {"status": {"active": 1}})
+        results = await self.run_containers(job["spec"]["template"]["spec"])
+        await self._report(job, results)
+        return results
+
+    async def run_containers(self, pod: dict[str, Any]) -> dict[str, tuple[int, str]]:
+        """Run a publication pod's init container, then its container; (exit code, message) of each run."""
         volumes = {v["name"]: v for v in pod["volumes"]}
         config = await self._secret(volumes["docker-config"]["secret"]["secretName"])
         (self.root / "docker-config").mkdir(parents=True)
@@ -71,7 +78,6 @@ class LocalKubelet:
             base64.b64decode(config["data"][".dockerconfigjson"])
         )
         (self.root / "termination-log").write_bytes(b"")
-        await self.cluster.patch(f"{JOBS}/{job['metadata']['name']}/status", {"status": {"active": 1}})
         results: dict[str, tuple[int, str]] = {}
         for container in [*pod["initContainers"], *pod["containers"]]:
             env = {**os.environ, "NO_COLOR": "1", **await self._env(container)}
@@ -85,7 +91,6 @@ class LocalKubelet:
             results[container["name"]] = (done.returncode, message)
             if done.returncode != 0:
                 break
-        await self._report(job, results)
         return results
 
     async def _report(self, job: dict[str, Any], results: dict[str, tuple[int, str]]) -> None:

