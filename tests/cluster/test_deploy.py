@@ -3,16 +3,18 @@ Pod Security Standard as the real PodSecurity admission plugin judges it."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import re
 import uuid
 from typing import Any
 
 import pytest
 
 from modelseal.operator.publish_job import build_job
-from tests.cluster.control_plane import CLUSTER
-from tests.cluster.kube import Kube
-from tests.cluster.overlays import Applied
+from tests.cluster.control_plane import CLUSTER, ROOT, ControlPlane
+from tests.cluster.kube import Kube, eventually
+from tests.cluster.overlays import Applied, kubectl
 
 pytestmark = CLUSTER
 OPERATOR = "/apis/apps/v1/namespaces/modelseal-system/deployments/modelseal-operator"
@@ -111,3 +113,26 @@ async def test_the_pods_meet_the_restricted_pod_security_standard(
     loose = {**spec, "securityContext": {}}  # runAsNonRoot and the seccomp profile gone
     r = await admin.request("POST", path, json={**pod, "spec": loose}, params={"dryRun": "All"})
     assert r.status_code == 403 and 'violates PodSecurity "restricted:latest"' in r.json()["message"], r.text
+
+
+async def test_the_example_is_admitted_by_the_operator_as_deploy_runs_it(
+    deployed: Applied, start_operator: Any, control_plane: ControlPlane
+) -> None:
+    """deploy/example applied as the README says; the operator with the arguments of the standalone
+    overlay's Deployment admits it, and kubectl shows the README's line."""
+    operator = next(d for d in deployed.rendered["standalone"] if d["kind"] == "Deployment")
+    args = operator["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[:2] == ["operator", "run"] and "--model-status=full" in args
+    example = str(ROOT / "deploy" / "example")
+    applied = kubectl(control_plane.kubeconfig, "apply", "-k", example)
+    assert applied.returncode == 0, applied.stderr
+    try:
+        await start_operator(args[2:])
+        shown = await eventually(
+            lambda: asyncio.to_thread(kubectl, control_plane.kubeconfig, "get", "models", "-n", "models"),
+            lambda done: re.search(r"^qwen\s+Ready\s+Verified\s", done.stdout, re.M) is not None,
+            timeout=90, what="qwen  Ready  Verified",
+        )  # fmt: skip
+        assert shown.stdout.splitlines()[0].split() == ["NAME", "PHASE", "ATTESTATION", "AGE"]
+    finally:
+        kubectl(control_plane.kubeconfig, "delete", "-k", example, "--wait=false")

@@ -180,3 +180,54 @@ async def test_with_the_operator_down_model_pods_are_kept_out(
     assert refused.status_code in (403, 500)  # before the restart judged it: unknown or not admitted
     refused = await webhook.create_pod(admin, "refused", dry_run=True)
     assert refused.status_code == 403 and "is not admitted" in refused.text, refused.text
+
+
+async def _run_and_ready(admin: Kube, pod: dict[str, Any]) -> None:
+    """Play the kubelet: the Pod is running and Ready (what a disruption budget counts as healthy)."""
+    path = f"/api/v1/namespaces/{pod['metadata']['namespace']}/pods/{pod['metadata']['name']}"
+    now = "2026-12-01T00:00:00Z"
+    for _ in range(10):
+        current = await admin.get(path)
+        assert current is not None
+        container = current["spec"]["containers"][0]
+        current["status"] = {**current.get("status", {}), "phase": "Running", "conditions": [
+            {"type": "Ready", "status": "True", "lastTransitionTime": now},
+            {"type": "ContainersReady", "status": "True", "lastTransitionTime": now}],
+            "containerStatuses": [{"name": container["name"], "image": container["image"], "imageID": "",
+                                   "ready": True, "restartCount": 0, "started": True,
+                                   "state": {"running": {"startedAt": now}}}]}  # fmt: skip
+        r = await admin.request("PUT", f"{path}/status", json=current)
+        if r.status_code != 409:
+            break
+    assert r.status_code == 200, r.text
+
+
+async def test_a_disruption_budget_holds_running_pods_until_it_allows_their_eviction(
+    admin: Kube, namespace: str, webhook: Webhook
+) -> None:
+    """Running, Ready Pods under a budget that allows no disruption are held (the Eviction API
+    answers 429) and named in the Event; once the budget allows it, the next recheck of the
+    refused Model (every minute) evicts them."""
+    await _serve(admin, namespace, "admitted", 2)
+    pods = await eventually(lambda: _serving_pods(admin, namespace), lambda found: len(found) == 2, timeout=90,
+                            what="two serving Pods")  # fmt: skip
+    for found in pods:
+        await _run_and_ready(admin, found)
+    budgets = f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets"
+    await admin.create(budgets, {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "svc"},
+                                 "spec": {"minAvailable": 2, "selector": {"matchLabels": {"inference.llmkube.dev/service": "svc"}}}})  # fmt: skip
+    await admin.wait(f"{budgets}/svc", lambda b: ((b or {}).get("status") or {}).get("currentHealthy") == 2,
+                     timeout=90, what="the disruption controller counting 2 healthy Pods")  # fmt: skip
+    models = Models(admin, namespace)
+    await models.patch(
+        f"{models.configmaps}/socair-trusted-keys", {"data": {"operator.pub": generate_key().public_pem()}}
+    )
+    held = await models.event("PodsEvicted", "admitted", timeout=60)
+    assert held["message"].startswith("evicted 0 Pod(s) of a Model that is no longer admitted: ")
+    assert held["message"].endswith("; 2 held by a disruption budget, retried at the next recheck")
+    assert {p["metadata"]["uid"] for p in await _serving_pods(admin, namespace)} == {
+        p["metadata"]["uid"] for p in pods
+    }
+    await admin.merge_patch(f"{budgets}/svc", {"spec": {"minAvailable": 0}})
+    await eventually(lambda: _serving_pods(admin, namespace), lambda found: found == [], timeout=150,
+                     what="the Pods evicted at the recheck once the budget allows it")  # fmt: skip
