@@ -206,11 +206,11 @@ wait_for() {  # NAME SECONDS WHAT COMMAND...: until COMMAND succeeds, while NAME
   until "$@" > /dev/null 2>&1; do
     if ! alive "$name"; then
       tail -n 20 "$DIR/logs/$name.log" >&2 || true
-      fail "$name exited before $what (DIR/logs/$name.log above)"
+      fail "$name exited before $what ($DIR/logs/$name.log above)"
     fi
     if [ $SECONDS -ge $deadline ]; then
       tail -n 20 "$DIR/logs/$name.log" >&2 || true
-      fail "$name: no $what within ${seconds}s (DIR/logs/$name.log above)"
+      fail "$name: waited ${seconds}s for $what, in vain ($DIR/logs/$name.log above)"
     fi
     sleep 0.2
   done

@@ -79,5 +79,6 @@ def start_control_plane(folder: Path) -> ControlPlane:
     given = os.environ.get("KUBECONFIG", "")
     if given:
         return ControlPlane(Path(given.split(os.pathsep)[0]), None)
+    folder.mkdir(parents=True, exist_ok=True)
     _run("up", folder, timeout=BUILD_AND_START_SECONDS)
     return ControlPlane(folder / "kubeconfig", folder)
