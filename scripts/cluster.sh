@@ -16,6 +16,7 @@
 # The Go module proxy refuses that module; `up` asks it every time and prints its answer in one
 # line, then goes on with the control plane alone (tests/cluster/README.md says what stands in).
 #
+# Needs Go 1.26 (and the Go module proxy) to build; openssl, curl, python3 and flock to run.
 # Environment: MODELSEAL_CLUSTER_CACHE (default ${XDG_CACHE_HOME:-$HOME/.cache}/modelseal/cluster),
 # GO (the go command; default: go on PATH, else /usr/local/go/bin/go).
 set -euo pipefail
@@ -358,6 +359,9 @@ stop_all() {
 }
 
 [ $# -ge 1 ] || usage
+for tool in openssl curl python3 flock; do
+  command -v "$tool" > /dev/null || die "$tool is missing: scripts/cluster.sh needs openssl, curl, python3 and flock (util-linux)"
+done
 case $1 in
   build)
     [ $# -eq 1 ] || usage
