@@ -69,7 +69,7 @@ build() {
   fi
   if built; then
     step "binaries: $BIN (cached; building them took $(cat "$BUILD/build-seconds" 2>/dev/null || echo "?")s)"
-    flock -u 9
+    exec 9>&-  # unlocks; the daemons started later do not inherit it
     return 0
   fi
   find_go
@@ -92,7 +92,7 @@ build() {
   echo "$STAMP" > "$BUILD/stamp"
   rm -rf "$work"
   step "built in $((SECONDS - begun))s: $BIN"
-  flock -u 9
+  exec 9>&-
 }
 
 # LLMKube from its Go module: ask the proxy for the pinned release and say in one line what it answered.
