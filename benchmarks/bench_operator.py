@@ -36,7 +36,7 @@ from tests.operator.cluster import (
 from tests.operator.emulator import RealisticEmulator
 
 from benchmarks.common import machine
-from modelseal.attest.private_keys import generate_key
+from modelseal.attest.signing.private_keys import generate_key
 from modelseal.operator.gate import ConfigMapRead
 from modelseal.operator.kube import KubeApi
 from modelseal.operator.reconciler import Reconciler

@@ -24,7 +24,7 @@ from typing import Any
 from tests.conftest import FIXTURE_NOW, FIXTURE_SHA256
 
 from benchmarks.common import machine
-from modelseal.attest.private_keys import generate_key
+from modelseal.attest.signing.private_keys import generate_key
 from modelseal.attest.verdict import Mode
 from modelseal.operator.gate import ConfigMapRead, evaluate_gate
 from modelseal.operator.kube import KubeApi

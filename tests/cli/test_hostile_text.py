@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from modelseal.attest.envelope import parse_envelope
-from modelseal.attest.private_keys import SigningKey
+from modelseal.attest.dsse.envelope import parse_envelope
+from modelseal.attest.signing.private_keys import SigningKey
 from modelseal.cli.publish_commands import _client
 from modelseal.publish.layout import ANN_SOURCE, MEDIA_MANIFEST
 from modelseal.publish.reference import parse_reference

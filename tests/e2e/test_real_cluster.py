@@ -20,7 +20,7 @@ import kopf
 import pytest
 import yaml
 
-from modelseal.attest.private_keys import generate_key
+from modelseal.attest.signing.private_keys import generate_key
 from modelseal.attest.verdict import Mode
 from modelseal.operator.settings import OperatorSettings
 from tests.operator.cluster import OPERATOR_PUB, Cluster, condition, phase, running_operator, socair_envelope

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from modelseal.attest.image_predicate import IMAGE_PREDICATE_TYPE, image_statement
-from modelseal.attest.private_keys import SigningKey, generate_key
-from modelseal.attest.sign import sign_payload
-from modelseal.attest.socair import PREDICATE_TYPE as SOCAIR_TYPE
+from modelseal.attest.signing.private_keys import SigningKey, generate_key
+from modelseal.attest.signing.sign import sign_payload
+from modelseal.attest.socair.image_predicate import IMAGE_PREDICATE_TYPE, image_statement
+from modelseal.attest.socair.report import PREDICATE_TYPE as SOCAIR_TYPE
 from modelseal.attest.verdict import Mode
 from modelseal.errors import RegistryError
 from modelseal.operator.attached_gate import discovered_image, evaluate_attached

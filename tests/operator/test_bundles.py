@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from modelseal.attest.oms import PREDICATE_TYPE as OMS
-from modelseal.attest.oms import ResourceKey, Serialization
-from modelseal.attest.oms_sign import make_bundle, oms_statement
-from modelseal.attest.policy import parse_policy
-from modelseal.attest.private_keys import generate_key
+from modelseal.attest.bundles.oms import PREDICATE_TYPE as OMS
+from modelseal.attest.bundles.oms import ResourceKey, Serialization
+from modelseal.attest.bundles.oms_sign import make_bundle, oms_statement
+from modelseal.attest.policy.trust import parse_policy
+from modelseal.attest.signing.private_keys import generate_key
 from modelseal.attest.verdict import Mode, Reason
 from modelseal.operator.gate import ConfigMapRead, GateOutcome, evaluate_gate
 from modelseal.operator.settings import GROUP, VERSION, OperatorSettings

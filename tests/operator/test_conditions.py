@@ -1,6 +1,6 @@
 from datetime import timedelta
 
-from modelseal.attest.private_keys import generate_key
+from modelseal.attest.signing.private_keys import generate_key
 from modelseal.operator.conditions import desired_status, status_patch, transitions
 from modelseal.operator.gate import ConfigMapRead
 from tests.conftest import FIXTURE_NOW

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from modelseal.attest.private_keys import generate_key
+from modelseal.attest.signing.private_keys import generate_key
 from modelseal.operator import gate as gate_module
 from modelseal.operator import verdict_cache
 from modelseal.operator.gate import ConfigMapRead, evaluate_gate
@@ -33,7 +33,7 @@ def forged(size: int, signatures: int) -> bytes:
 def verifications(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """How many envelopes reached signature verification."""
     seen: list[int] = []
-    from modelseal.attest.verifier import evaluate as real
+    from modelseal.attest.socair.verifier import evaluate as real
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         seen.append(1)

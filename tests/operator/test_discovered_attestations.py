@@ -12,8 +12,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from modelseal.attest.image_predicate import IMAGE_PREDICATE_TYPE
-from modelseal.attest.private_keys import generate_key
+from modelseal.attest.signing.private_keys import generate_key
+from modelseal.attest.socair.image_predicate import IMAGE_PREDICATE_TYPE
 from modelseal.operator.settings import GROUP, VERSION
 from modelseal.operator.source_image import RegistryAccess
 from modelseal.publish import layout

@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 
-from modelseal.attest.private_keys import SigningKey, generate_key
+from modelseal.attest.signing.private_keys import SigningKey, generate_key
 from modelseal.attest.verdict import Mode, Reason
 from modelseal.operator.conditions import desired_status
 from modelseal.operator.gate import ConfigMapRead, GateOutcome, evaluate_gate
 from modelseal.operator.settings import OperatorSettings
 from modelseal.operator.verdict_cache import VerdictCache
 from tests.attest.helpers import signed_statement
-from tests.attest.test_socair import flip_payload_bit
+from tests.attest.socair.test_socair import flip_payload_bit
 from tests.conftest import FIXTURE_NOW, FIXTURE_SHA256, SOCAIR, socair_envelope
 
 OPERATOR_PUB = (SOCAIR / "operator.pub").read_text()

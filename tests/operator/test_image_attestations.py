@@ -6,12 +6,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from modelseal.attest.image_predicate import IMAGE_PREDICATE_TYPE, image_statement
-from modelseal.attest.keys import Keyring
-from modelseal.attest.policy import TrustPolicy
-from modelseal.attest.private_keys import generate_key
-from modelseal.attest.sign import sign_payload
-from modelseal.attest.socair import PREDICATE_TYPE as SOCAIR_TYPE
+from modelseal.attest.dsse.keys import Keyring
+from modelseal.attest.policy.trust import TrustPolicy
+from modelseal.attest.signing.private_keys import generate_key
+from modelseal.attest.signing.sign import sign_payload
+from modelseal.attest.socair.image_predicate import IMAGE_PREDICATE_TYPE, image_statement
+from modelseal.attest.socair.report import PREDICATE_TYPE as SOCAIR_TYPE
 from modelseal.operator.gate import ConfigMapRead, GateOutcome, evaluate_gate
 from modelseal.operator.settings import GROUP, VERSION
 from modelseal.operator.source_image import RegistryAccess

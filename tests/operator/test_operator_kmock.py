@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from modelseal.attest.private_keys import generate_key
+from modelseal.attest.signing.private_keys import generate_key
 from modelseal.attest.verdict import Mode
 from modelseal.operator.settings import OperatorSettings
 from tests.operator.cluster import (

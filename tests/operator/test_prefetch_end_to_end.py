@@ -97,7 +97,7 @@ async def test_a_signed_publication_admits_its_consumer_without_sha256(
 ) -> None:
     """--publisher-signing-key-secret: the Job signs what it pushed and attaches it; a Model serving the
     image, pinned by digest with no spec.sha256 nor spec.attestation, is admitted by that attachment."""
-    from modelseal.attest.private_keys import generate_key
+    from modelseal.attest.signing.private_keys import generate_key
 
     publisher = generate_key("ed25519")
     await trust_the_sample_key(cluster)

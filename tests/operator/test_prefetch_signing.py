@@ -12,7 +12,7 @@ import logging
 from dataclasses import replace
 from typing import Any
 
-from modelseal.attest.private_keys import generate_key
+from modelseal.attest.signing.private_keys import generate_key
 from modelseal.attest.verdict import Mode
 from tests.operator.cluster import (
     Cluster,

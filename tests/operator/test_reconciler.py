@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from modelseal.attest.private_keys import generate_key
+from modelseal.attest.signing.private_keys import generate_key
 from modelseal.errors import KeyFileError
 from modelseal.operator.gate import ConfigMapRead
 from modelseal.operator.kube import KubeApi

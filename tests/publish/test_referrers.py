@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from modelseal.attest.image_predicate import IMAGE_PREDICATE_TYPE, image_statement
-from modelseal.attest.keys import Keyring
-from modelseal.attest.policy import TrustPolicy
-from modelseal.attest.private_keys import SigningKey, generate_key
-from modelseal.attest.sign import sign_payload
+from modelseal.attest.dsse.keys import Keyring
+from modelseal.attest.policy.trust import TrustPolicy
+from modelseal.attest.signing.private_keys import SigningKey, generate_key
+from modelseal.attest.signing.sign import sign_payload
+from modelseal.attest.socair.image_predicate import IMAGE_PREDICATE_TYPE, image_statement
 from modelseal.errors import RegistryError, VerificationError
 from modelseal.publish import layout
 from modelseal.publish.attached_envelopes import (

@@ -13,8 +13,8 @@ from modelseal.files import write_atomic
 from modelseal.text import printable
 
 if TYPE_CHECKING:
-    from modelseal.attest.policy import TrustPolicy
-    from modelseal.attest.signers import KeySigner
+    from modelseal.attest.policy.trust import TrustPolicy
+    from modelseal.attest.signing.signers import KeySigner
     from modelseal.publish.image_attestations import ImageVerdict, SignedImage
     from modelseal.publish.reference import ImageReference
     from modelseal.publish.referrers import Attached

@@ -17,8 +17,8 @@ from modelseal.files import write_atomic
 from modelseal.text import printable
 
 if TYPE_CHECKING:
-    from modelseal.attest.signers import KeySigner
-    from modelseal.attest.walk import ModelDir
+    from modelseal.attest.digests.walk import ModelDir
+    from modelseal.attest.signing.signers import KeySigner
 
 __all__ = ["register", "registry_options", "say"]
 
@@ -195,7 +195,7 @@ def publish_cmd(args: argparse.Namespace) -> int:
 
 
 def _signing_keys(keys: list[str] | None) -> list[KeySigner]:
-    from modelseal.attest.signers import load_signer
+    from modelseal.attest.signing.signers import load_signer
 
     return [load_signer(k) for k in keys or []]
 
@@ -219,7 +219,7 @@ def _sign_and_attach(
 
 def _walk(args: argparse.Namespace) -> ModelDir:
     """Walk --from DIR; say which links lead out of it and what socair's rules left out."""
-    from modelseal.attest.walk import walk_model_dir
+    from modelseal.attest.digests.walk import walk_model_dir
 
     walked = walk_model_dir(args.from_dir, outside_links=args.follow_symlinks)
     for f in walked.files:

@@ -25,9 +25,9 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from modelseal.attest.image_predicate import IMAGE_PREDICATE_TYPE
-from modelseal.attest.keys import Keyring
-from modelseal.attest.policy import TrustPolicy
+from modelseal.attest.dsse.keys import Keyring
+from modelseal.attest.policy.trust import TrustPolicy
+from modelseal.attest.socair.image_predicate import IMAGE_PREDICATE_TYPE
 from modelseal.attest.verdict import Reason, Verdict
 from modelseal.errors import Error
 from modelseal.operator.attached_images import Lookup

@@ -1,6 +1,6 @@
 """Sigstore and OpenSSF Model Signing bundles in a Model's attestation ConfigMap.
 
-A bundle is recognised by its content (:func:`modelseal.attest.bundle_verifier.is_bundle`)
+A bundle is recognised by its content (:func:`modelseal.attest.bundles.verifier.is_bundle`)
 and verified with the operator's policy: its keys (the trusted-keys
 ConfigMap and the policy file's), and the policy file's certificate roots,
 Sigstore identities and trusted root. Keyless bundles are verified offline,
@@ -26,13 +26,13 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from modelseal.attest.bundle import parse_bundle
-from modelseal.attest.bundle_verifier import evaluate_bundle, names_oms
-from modelseal.attest.oms import read_manifest
-from modelseal.attest.policy import TrustPolicy
-from modelseal.attest.statement import parse_statement
+from modelseal.attest.bundles.bundle import parse_bundle
+from modelseal.attest.bundles.oms import read_manifest
+from modelseal.attest.bundles.verifier import evaluate_bundle, names_oms
+from modelseal.attest.dsse.statement import parse_statement
+from modelseal.attest.policy.trust import TrustPolicy
+from modelseal.attest.socair.verifier import ExpectedDigest
 from modelseal.attest.verdict import Reason, Verdict
-from modelseal.attest.verifier import ExpectedDigest
 from modelseal.errors import Error, PolicyError
 from modelseal.operator.signed_files import SignedFiles
 from modelseal.operator.verdict_cache import MAX_ENVELOPE_BYTES, VerdictCache, cached_verdict

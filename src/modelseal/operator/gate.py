@@ -9,7 +9,7 @@ reconcile that changes nothing re-does no cryptography.
 
 One addition: an ``oci://`` source pinned by digest needs no ``spec.sha256``
 (LLMKube's CRD refuses one there). The attestation must then be for the
-image's manifest digest (:mod:`modelseal.attest.image_predicate`), which
+image's manifest digest (:mod:`modelseal.attest.socair.image_predicate`), which
 binds every file of the image, so no content check follows.
 
 What a forged envelope may cost is bounded in :mod:`modelseal.operator.verdict_cache`.
@@ -26,10 +26,10 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from modelseal.attest.bundle_verifier import is_bundle
-from modelseal.attest.image_predicate import IMAGE_PREDICATE_TYPE
-from modelseal.attest.keys import Keyring, PublicKey
-from modelseal.attest.policy import TrustPolicy
+from modelseal.attest.bundles.verifier import is_bundle
+from modelseal.attest.dsse.keys import Keyring, PublicKey
+from modelseal.attest.policy.trust import TrustPolicy
+from modelseal.attest.socair.image_predicate import IMAGE_PREDICATE_TYPE
 from modelseal.attest.verdict import Mode, Reason, Verdict
 from modelseal.errors import Error, KeyFileError
 from modelseal.operator.bundle_gate import gate_bundle

@@ -8,7 +8,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from modelseal import __version__
-from modelseal.attest.policy import TrustPolicy, load_policy
+from modelseal.attest.policy.trust import TrustPolicy, load_policy
 from modelseal.attest.verdict import Mode
 from modelseal.durations import parse_max_age
 from modelseal.errors import InputError, UsageError

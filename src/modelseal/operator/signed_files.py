@@ -27,8 +27,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from modelseal.attest.oms import OmsManifest
-from modelseal.attest.oms_model import ModelComparison
+from modelseal.attest.bundles.oms import OmsManifest
+from modelseal.attest.bundles.oms_model import ModelComparison
 from modelseal.attest.verdict import Reason
 from modelseal.errors import Error, PolicyError, VerificationError
 from modelseal.operator.source_image import (

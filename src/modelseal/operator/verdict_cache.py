@@ -17,10 +17,10 @@ from collections import OrderedDict
 from collections.abc import Callable
 from datetime import datetime
 
-from modelseal.attest.envelope import Envelope, parse_envelope
-from modelseal.attest.policy import TrustPolicy
+from modelseal.attest.dsse.envelope import Envelope, parse_envelope
+from modelseal.attest.policy.trust import TrustPolicy
+from modelseal.attest.socair.verifier import ExpectedDigest, evaluate
 from modelseal.attest.verdict import Reason, Verdict
-from modelseal.attest.verifier import ExpectedDigest, evaluate
 from modelseal.errors import Error
 
 __all__ = ["MAX_ENVELOPE_BYTES", "MAX_SIGNATURES", "VerdictCache", "cached_evaluate", "cached_verdict"]

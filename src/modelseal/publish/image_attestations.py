@@ -2,7 +2,7 @@
 
 :func:`sign_image` reads the image's manifest (by digest, strictly parsed:
 :func:`modelseal.publish.contents.describe`) and signs an in-toto Statement
-whose subject is the image (:mod:`modelseal.attest.image_predicate`).
+whose subject is the image (:mod:`modelseal.attest.socair.image_predicate`).
 :func:`verify_image` evaluates a given envelope, or every envelope attached
 as a referrer (:mod:`modelseal.publish.referrers`), against the image's
 digest, and admits when one is admitted by the trust policy; an admitted
@@ -18,18 +18,18 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from modelseal.attest.envelope import Envelope
-from modelseal.attest.image_predicate import (
+from modelseal.attest.dsse.envelope import Envelope
+from modelseal.attest.policy.trust import TrustPolicy
+from modelseal.attest.signing.sign import sign_payload
+from modelseal.attest.signing.signers import KeySigner
+from modelseal.attest.socair.image_predicate import (
     IMAGE_PREDICATE_TYPE,
     image_predicate,
     image_statement,
     predicate_files,
 )
-from modelseal.attest.policy import TrustPolicy
-from modelseal.attest.sign import sign_payload
-from modelseal.attest.signers import KeySigner
+from modelseal.attest.socair.verifier import ExpectedDigest, evaluate
 from modelseal.attest.verdict import Reason, Verdict
-from modelseal.attest.verifier import ExpectedDigest, evaluate
 from modelseal.errors import RegistryError
 from modelseal.publish.attached_envelopes import FoundEnvelope, fetch_envelopes
 from modelseal.publish.contents import describe, served_files

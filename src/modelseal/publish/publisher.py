@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from modelseal.attest.walk import ModelDir, walk_model_dir
+from modelseal.attest.digests.walk import ModelDir, walk_model_dir
 from modelseal.errors import InputError, RegistryError
 from modelseal.publish import layout
 from modelseal.publish.layer_stream import FileLayer, LayerDigester, hash_layer

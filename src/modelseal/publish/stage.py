@@ -31,7 +31,7 @@ from pathlib import Path
 
 import httpx
 
-from modelseal.attest.digest import sha256_file
+from modelseal.attest.digests.digest import sha256_file
 from modelseal.errors import InputError, OperationalError, VerificationError
 from modelseal.files import read_blocks
 from modelseal.publish.body import BodyFailed, receive_body
