@@ -25,9 +25,9 @@ from modelseal.operator.gate import ConfigMapRead, GateOutcome
 from modelseal.operator.metrics import OperatorMetrics
 from modelseal.operator.model_judge import ModelJudge
 from modelseal.operator.verdict_cache import VerdictCache
-from modelseal.publish.attached_envelopes import FoundEnvelope
-from modelseal.publish.image_attestations import AttachedImage
-from modelseal.publish.reference import parse_reference
+from modelseal.publish.referrers.attestations import AttachedImage
+from modelseal.publish.referrers.envelopes import FoundEnvelope
+from modelseal.publish.registry.reference import parse_reference
 from tests.conftest import FIXTURE_NOW
 from tests.operator.cluster import ENFORCE
 

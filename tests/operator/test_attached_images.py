@@ -17,10 +17,10 @@ from modelseal.errors import InputError, RegistryError
 from modelseal.operator import attached_images
 from modelseal.operator.attached_images import AttachedImages, _within_budget
 from modelseal.operator.source_image import RegistryAccess
-from modelseal.publish import layout
-from modelseal.publish.attached_envelopes import FoundEnvelope
-from modelseal.publish.image_attestations import AttachedImage
-from modelseal.publish.reference import ImageReference
+from modelseal.publish.image import layout
+from modelseal.publish.referrers.attestations import AttachedImage
+from modelseal.publish.referrers.envelopes import FoundEnvelope
+from modelseal.publish.registry.reference import ImageReference
 from tests.publish.hostile import Answer, Seen, hostile_server
 
 DIGEST = "sha256:" + "a" * 64

@@ -25,7 +25,7 @@ from modelseal.attest.verdict import Mode, Reason
 from modelseal.operator.gate import ConfigMapRead, GateOutcome, evaluate_gate
 from modelseal.operator.settings import GROUP, VERSION, OperatorSettings
 from modelseal.operator.source_image import RegistryAccess
-from modelseal.publish.publisher import StagedFile
+from modelseal.publish.image.publisher import StagedFile
 from tests.conftest import FIXTURE_NOW, TESTDATA
 from tests.operator.cluster import ENFORCE, Cluster, condition, phase, running_operator
 from tests.publish.helpers import push

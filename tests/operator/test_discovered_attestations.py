@@ -16,12 +16,12 @@ from modelseal.attest.signing.private_keys import generate_key
 from modelseal.attest.socair.image_predicate import IMAGE_PREDICATE_TYPE
 from modelseal.operator.settings import GROUP, VERSION
 from modelseal.operator.source_image import RegistryAccess
-from modelseal.publish import layout
-from modelseal.publish.attached_envelopes import MAX_ENVELOPES
-from modelseal.publish.image_attestations import read_subject, sign_image
-from modelseal.publish.reference import ImageReference
-from modelseal.publish.referrers import ARTIFACT_TYPE, attach
-from modelseal.publish.registry import RegistryClient
+from modelseal.publish.image import layout
+from modelseal.publish.referrers.attestations import read_subject, sign_image
+from modelseal.publish.referrers.envelopes import MAX_ENVELOPES
+from modelseal.publish.referrers.store import ARTIFACT_TYPE, attach
+from modelseal.publish.registry.client import RegistryClient
+from modelseal.publish.registry.reference import ImageReference
 from tests.operator.cluster import (
     ENFORCE,
     Cluster,

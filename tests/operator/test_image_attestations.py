@@ -15,9 +15,9 @@ from modelseal.attest.socair.report import PREDICATE_TYPE as SOCAIR_TYPE
 from modelseal.operator.gate import ConfigMapRead, GateOutcome, evaluate_gate
 from modelseal.operator.settings import GROUP, VERSION
 from modelseal.operator.source_image import RegistryAccess
-from modelseal.publish.image_attestations import sign_image
-from modelseal.publish.reference import parse_reference
-from modelseal.publish.registry import RegistryClient
+from modelseal.publish.referrers.attestations import sign_image
+from modelseal.publish.registry.client import RegistryClient
+from modelseal.publish.registry.reference import parse_reference
 from tests.conftest import FIXTURE_NOW
 from tests.operator.cluster import ENFORCE, Cluster, condition, phase, running_operator
 from tests.publish.helpers import model_files, push

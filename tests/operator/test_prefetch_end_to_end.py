@@ -20,7 +20,7 @@ from typing import Any
 
 from modelseal.operator.settings import GROUP, VERSION
 from modelseal.operator.source_image import RegistryAccess
-from modelseal.publish.publisher import StagedFile
+from modelseal.publish.image.publisher import StagedFile
 from tests.conftest import TESTDATA
 from tests.operator.cluster import ENFORCE, Cluster, condition, phase, running_operator
 from tests.operator.local_kubelet import JOBS, LocalKubelet

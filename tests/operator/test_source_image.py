@@ -10,9 +10,9 @@ import pytest
 
 from modelseal.errors import RegistryError, VerificationError
 from modelseal.operator.source_image import RegistryAccess, SourceCheck, SourceImageChecker, judge
-from modelseal.publish.auth import Credentials
-from modelseal.publish.publisher import StagedFile
-from modelseal.publish.reference import parse_reference
+from modelseal.publish.image.publisher import StagedFile
+from modelseal.publish.registry.auth import Credentials
+from modelseal.publish.registry.reference import parse_reference
 from tests.conftest import TESTDATA
 from tests.publish.fixtures import USERS
 from tests.publish.helpers import docker_config, push

@@ -15,9 +15,9 @@ from modelseal.text import printable
 if TYPE_CHECKING:
     from modelseal.attest.policy.trust import TrustPolicy
     from modelseal.attest.signing.signers import KeySigner
-    from modelseal.publish.image_attestations import ImageVerdict, SignedImage
-    from modelseal.publish.reference import ImageReference
-    from modelseal.publish.referrers import Attached
+    from modelseal.publish.referrers.attestations import ImageVerdict, SignedImage
+    from modelseal.publish.referrers.store import Attached
+    from modelseal.publish.registry.reference import ImageReference
 
 __all__ = ["attach_signed", "attest_image", "image_reference", "is_image", "verify_image_cmd"]
 
@@ -29,7 +29,7 @@ def is_image(text: str) -> bool:
 
 def image_reference(text: str, flag: str) -> ImageReference:
     """An ``oci://`` reference with a tag or a digest."""
-    from modelseal.publish.reference import parse_reference
+    from modelseal.publish.registry.reference import parse_reference
 
     if not is_image(text):
         raise UsageError(f"{flag} {text!r}: give an image as oci://REGISTRY/REPO@sha256:...")
@@ -56,7 +56,7 @@ def _warn_tag(ref: ImageReference, digest: str, doing: str) -> None:
 
 def attach_signed(client: Any, signed: SignedImage) -> Attached:
     """Push a signed image's envelope as a referrer and say where it went (stderr)."""
-    from modelseal.publish.referrers import attach, referrers_tag
+    from modelseal.publish.referrers.store import attach, referrers_tag
 
     attached = attach(client, signed.subject, signed.envelope.to_json(), signed.predicate_type)
     where = attached.via
@@ -69,7 +69,7 @@ def attach_signed(client: Any, signed: SignedImage) -> Attached:
 
 def attest_image(args: argparse.Namespace, keys: list[KeySigner], predicate: dict[str, Any] | None) -> int:
     """``modelseal attest oci://...``: sign the image's digest; ``--attach`` stores it beside the image."""
-    from modelseal.publish.image_attestations import sign_image
+    from modelseal.publish.referrers.attestations import sign_image
 
     if len(args.paths) != 1:
         raise UsageError("attest one image at a time (and no files with it)")
@@ -108,7 +108,7 @@ def verify_image_cmd(
     """
     from modelseal.attest.verdict import Mode, Reason, Verdict
     from modelseal.cli import render
-    from modelseal.publish.image_attestations import ImageVerdict, image_policy, verify_image
+    from modelseal.publish.referrers.attestations import ImageVerdict, image_policy, verify_image
 
     # --predicate-type, or a policy file's predicateTypes, say what is admitted
     policy = image_policy(policy, explicit_types=bool(args.predicate_type or args.policy))

@@ -111,8 +111,8 @@ def register(commands: Any) -> None:
 
 
 def _client(ref: Any, args: argparse.Namespace, chunk_mib: int = 512, *, push: bool = True) -> Any:
-    from modelseal.publish.auth import load_docker_config
-    from modelseal.publish.registry import RegistryClient
+    from modelseal.publish.registry.auth import load_docker_config
+    from modelseal.publish.registry.client import RegistryClient
 
     credentials = load_docker_config(args.docker_config).credentials_for(ref.registry)
     return RegistryClient(
@@ -133,9 +133,9 @@ def say(line: str) -> None:
 
 def publish_cmd(args: argparse.Namespace) -> int:
     """``modelseal publish``."""
-    from modelseal.publish.layout import Platform, layer_length
-    from modelseal.publish.publisher import plan_files, publish
-    from modelseal.publish.reference import parse_reference
+    from modelseal.publish.image.layout import Platform, layer_length
+    from modelseal.publish.image.publisher import plan_files, publish
+    from modelseal.publish.registry.reference import parse_reference
 
     destination = parse_reference(args.image, require="tag")
     reuse = [parse_reference(r, allow_oci_scheme=True) for r in args.reuse_from or []]
@@ -205,7 +205,7 @@ def _sign_and_attach(
 ) -> dict[str, Any]:
     """``--sign-key``: sign the image just pushed (its manifest read back by digest) and attach it."""
     from modelseal.cli.image_commands import attach_signed
-    from modelseal.publish.image_attestations import sign_image
+    from modelseal.publish.referrers.attestations import sign_image
 
     # just pushed by digest: the manifest read back is this publish's own, its annotations the
     # hashes it computed while uploading, so the layers need not be read again
@@ -233,8 +233,8 @@ def _walk(args: argparse.Namespace) -> ModelDir:
 
 def inspect_cmd(args: argparse.Namespace) -> int:
     """``modelseal publish inspect``."""
-    from modelseal.publish.contents import check_primary, check_served, describe, primary_file
-    from modelseal.publish.reference import parse_reference
+    from modelseal.publish.image.contents import check_primary, check_served, describe, primary_file
+    from modelseal.publish.registry.reference import parse_reference
 
     ref = parse_reference(args.image, allow_oci_scheme=True)
     if ref.digest is None and ref.tag is None:

@@ -44,8 +44,8 @@ from modelseal.operator.gate import (
 )
 from modelseal.operator.settings import OperatorSettings
 from modelseal.operator.verdict_cache import VerdictCache, cached_evaluate
-from modelseal.publish.image_attestations import judge_attached
-from modelseal.publish.reference import ImageReference, parse_reference
+from modelseal.publish.referrers.attestations import judge_attached
+from modelseal.publish.registry.reference import ImageReference, parse_reference
 
 __all__ = ["REASON_VERIFYING_ATTACHED", "discovered_image", "evaluate_attached"]
 

@@ -4,7 +4,7 @@ For ``--discover-image-attestations`` (and the consumers of signed
 ``prefetchOCI`` results) the operator reads what is attached to a Model's
 pinned image: the manifest by digest, the referrers API or else the
 referrers tag schema, and at most 16 envelopes
-(:func:`modelseal.publish.image_attestations.read_attached`: every document
+(:func:`modelseal.publish.referrers.attestations.read_attached`: every document
 with a cap, every manifest and blob checked against its digest, a referrer
 whose ``subject`` is another image never used). Of those envelopes at most
 1 MiB in all is kept per image; the rest are reported unusable.
@@ -39,12 +39,12 @@ import httpx
 
 from modelseal.errors import Error, InputError, OperationalError
 from modelseal.operator.source_image import RegistryAccess
-from modelseal.publish.attached_envelopes import FoundEnvelope
-from modelseal.publish.auth import load_docker_config
-from modelseal.publish.deferred_trust import DeferredTrust, TrustUnreadable
-from modelseal.publish.image_attestations import AttachedImage, read_attached
-from modelseal.publish.reference import ImageReference
-from modelseal.publish.registry import RegistryClient
+from modelseal.publish.referrers.attestations import AttachedImage, read_attached
+from modelseal.publish.referrers.envelopes import FoundEnvelope
+from modelseal.publish.registry.auth import load_docker_config
+from modelseal.publish.registry.client import RegistryClient
+from modelseal.publish.registry.deferred_trust import DeferredTrust, TrustUnreadable
+from modelseal.publish.registry.reference import ImageReference
 
 __all__ = ["AttachedImages", "Lookup"]
 

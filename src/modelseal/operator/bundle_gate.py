@@ -36,7 +36,7 @@ from modelseal.attest.verdict import Reason, Verdict
 from modelseal.errors import Error, PolicyError
 from modelseal.operator.signed_files import SignedFiles
 from modelseal.operator.verdict_cache import MAX_ENVELOPE_BYTES, VerdictCache, cached_verdict
-from modelseal.publish.reference import parse_reference
+from modelseal.publish.registry.reference import parse_reference
 
 __all__ = ["gate_bundle"]
 

@@ -37,7 +37,7 @@ from modelseal.operator.names import is_subdomain
 from modelseal.operator.settings import OperatorSettings
 from modelseal.operator.signed_files import SignedFiles
 from modelseal.operator.verdict_cache import MAX_ENVELOPE_BYTES, VerdictCache, cached_evaluate
-from modelseal.publish.reference import parse_reference
+from modelseal.publish.registry.reference import parse_reference
 
 __all__ = [
     "REASON_INTERNAL_ERROR",

@@ -41,7 +41,7 @@ from modelseal.operator.publication import Publication
 from modelseal.operator.settings import OperatorSettings
 from modelseal.operator.source_image import SourceCheck, SourceImageChecker
 from modelseal.operator.verdict_cache import VerdictCache
-from modelseal.publish.reference import ImageReference
+from modelseal.publish.registry.reference import ImageReference
 
 __all__ = ["ModelJudge"]
 

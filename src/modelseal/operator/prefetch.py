@@ -17,8 +17,8 @@ from typing import Any
 
 from modelseal.errors import Error, InputError
 from modelseal.operator.names import check_subdomain
-from modelseal.publish.reference import parse_reference
-from modelseal.publish.sources import StagePlan, parse_quantity, plan_stage, public_url
+from modelseal.publish.registry.reference import parse_reference
+from modelseal.publish.stage.sources import StagePlan, parse_quantity, plan_stage, public_url
 
 __all__ = ["file_pins", "plan_prefetch", "prefetch_fingerprint", "secret_ref_name", "stage_entries"]
 

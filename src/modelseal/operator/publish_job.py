@@ -32,8 +32,8 @@ from modelseal.operator.prefetch import (
 )
 from modelseal.operator.publication import FINGERPRINT_ANNOTATION
 from modelseal.operator.settings import GROUP, VERSION
-from modelseal.publish.reference import parse_reference
-from modelseal.publish.sources import HF_HOST, StagePlan
+from modelseal.publish.registry.reference import parse_reference
+from modelseal.publish.stage.sources import HF_HOST, StagePlan
 
 __all__ = [
     "MANAGED_BY",

@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 
 from modelseal.errors import Error, InputError
-from modelseal.publish.reference import parse_reference
+from modelseal.publish.registry.reference import parse_reference
 from modelseal.text import printable
 
 __all__ = ["parse_result", "signed_result"]

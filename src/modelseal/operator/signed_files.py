@@ -5,7 +5,7 @@ Model's ``spec.sha256``. The operator admits one only when it bound the
 signed files to the bytes that will be served:
 
 - an ``oci://`` source pinned by digest: every layer of the image is read
-  (the consumer check's reader, :func:`modelseal.publish.contents.served_files`)
+  (the consumer check's reader, :func:`modelseal.publish.image.contents.served_files`)
   and the image's files must be exactly the signed ones, byte for byte (no
   file added, none missing, none changed; a file the signature ignores is
   still served, so it counts as added). The gate admits the signature with a
@@ -37,8 +37,8 @@ from modelseal.operator.source_image import (
     REASON_VERIFIED,
     SourceCheck,
 )
-from modelseal.publish.layer_content import LayerFile
-from modelseal.publish.reference import ImageReference
+from modelseal.publish.image.layer_content import LayerFile
+from modelseal.publish.registry.reference import ImageReference
 
 __all__ = ["SignedFiles", "judge_files"]
 

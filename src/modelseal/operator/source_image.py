@@ -3,7 +3,7 @@
 LLMKube mounts an ``oci://`` source as an ImageVolume and neither downloads
 nor fingerprints it, so the attestation's digest (``spec.sha256``) is never
 compared with the bytes served. This check closes that gap: it streams every
-layer of the image once (:func:`modelseal.publish.contents.check_served`),
+layer of the image once (:func:`modelseal.publish.image.contents.check_served`),
 checks each blob against the manifest's digest and each tar stream for
 exactly one regular file named as its title, and hashes the primary file.
 Layer annotations are not trusted: whoever pushes an image writes them.
@@ -40,11 +40,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from modelseal.errors import Error, VerificationError
-from modelseal.publish.auth import load_docker_config
-from modelseal.publish.contents import check_served, describe, primary_file, served_files
-from modelseal.publish.layer_content import LayerFile
-from modelseal.publish.reference import ImageReference, parse_reference
-from modelseal.publish.registry import RegistryClient
+from modelseal.publish.image.contents import check_served, describe, primary_file, served_files
+from modelseal.publish.image.layer_content import LayerFile
+from modelseal.publish.registry.auth import load_docker_config
+from modelseal.publish.registry.client import RegistryClient
+from modelseal.publish.registry.reference import ImageReference, parse_reference
 
 if TYPE_CHECKING:
     from modelseal.operator.signed_files import SignedFiles

@@ -48,7 +48,7 @@ ImageFile = dict[str, Any]  # path, sha256, size, layer
 def image_predicate(
     name: str, digest: str, media_type: str, info: dict[str, Any], *, issued: datetime | None = None
 ) -> dict[str, Any]:
-    """The default predicate for an image :func:`modelseal.publish.contents.describe` read.
+    """The default predicate for an image :func:`modelseal.publish.image.contents.describe` read.
 
     Raises:
         InputError: a layer records no file (no title, SHA-256 or size): the
