@@ -15,7 +15,7 @@ import yaml
 
 from modelseal.attest.verdict import Mode
 from modelseal.cli import build_parser
-from modelseal.operator.gate import ConfigMapRead, evaluate_gate
+from modelseal.operator.decide.gate import ConfigMapRead, evaluate_gate
 from modelseal.operator.settings import OperatorSettings, StatusMode
 
 ROOT = Path(__file__).resolve().parent.parent
