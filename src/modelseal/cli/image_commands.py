@@ -8,6 +8,7 @@ import sys
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from modelseal.cli.registry_access import registry_client
 from modelseal.errors import Error, UsageError
 from modelseal.files import write_atomic
 from modelseal.text import printable
@@ -37,12 +38,6 @@ def image_reference(text: str, flag: str) -> ImageReference:
     if ref.digest is None and ref.tag is None:
         raise UsageError(f"{flag} {text!r}: give a digest (@sha256:...) or a tag")
     return ref
-
-
-def _client(ref: ImageReference, args: argparse.Namespace, *, push: bool) -> Any:
-    from modelseal.cli.publish_commands import _client as registry_client
-
-    return registry_client(ref, args, push=push)
 
 
 def _warn_tag(ref: ImageReference, digest: str, doing: str) -> None:
@@ -76,7 +71,7 @@ def attest_image(args: argparse.Namespace, keys: list[KeySigner], predicate: dic
     if args.predicate and not args.predicate_type:
         raise UsageError("--predicate goes with --predicate-type")
     ref = image_reference(args.paths[0], "attest")
-    with _client(ref, args, push=bool(args.attach)) as client:
+    with registry_client(ref, args, push=bool(args.attach)) as client:
         signed = sign_image(client, ref, keys, predicate_type=args.predicate_type, predicate=predicate)
         _warn_tag(ref, signed.subject.digest, "signed")
         if args.out:
@@ -113,7 +108,7 @@ def verify_image_cmd(
     # --predicate-type, or a policy file's predicateTypes, say what is admitted
     policy = image_policy(policy, explicit_types=bool(args.predicate_type or args.policy))
     try:
-        with _client(ref, args, push=False) as client:
+        with registry_client(ref, args, push=False) as client:
             result = verify_image(client, ref, policy, envelope=envelope, now=now)
     except Error as e:
         if args.json and not isinstance(e, UsageError):  # a gate reading the JSON gets a refusal too

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from modelseal.cli.progress import ProgressBar
-from modelseal.cli.publish_commands import say
+from modelseal.cli.registry_access import say
 from modelseal.errors import UsageError
 from modelseal.text import printable
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from modelseal.cli import bundle_commands
 from modelseal.cli.attest_commands import hash_path, skipped_json
 from modelseal.cli.image_commands import image_reference, verify_image_cmd
-from modelseal.cli.publish_commands import registry_options
+from modelseal.cli.registry_access import registry_options
 from modelseal.durations import parse_max_age
 from modelseal.errors import InputError, UsageError
 from modelseal.files import read_limited
