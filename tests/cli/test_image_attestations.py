@@ -118,7 +118,9 @@ def test_attach_then_verify_the_image(cli: Run, registry: Registry, tmp_path: Pa
     assert lines[3].startswith(f"  image {image}: attached as sha256:") and lines[3].endswith(
         "(referrers tag schema)"
     )
-    assert lines[4] == "  binds 3 file(s):"
+    assert lines[4] == (
+        "  binds 3 file(s) as its manifest records them (no layer was downloaded; publish inspect --sha256 reads one):"
+    )
     assert lines[5].endswith("  model.safetensors") and len(lines) == 8
     j = cli("verify", "--image", image, "--trusted", pub, "--plain-http", "--json")
     doc = json.loads(j.out)

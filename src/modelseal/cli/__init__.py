@@ -1,6 +1,7 @@
 """The ``modelseal`` command. The only place that prints or exits.
 
-Exit codes: 0 success (for ``verify``: verified and admitted, or refused in
+Exit codes: 0 success (and help: ``modelseal`` or a group such as ``modelseal operator``
+alone prints its help to stdout); for ``verify``: verified and admitted, or refused in
 warn mode); 1 refused, failed verification or bad input; 2 usage error;
 3 operational failure (I/O, network, registry) or an internal error (a bug:
 one line, no traceback). ``verify`` follows socair and uses 1 for every
@@ -49,8 +50,13 @@ class _Parser(argparse.ArgumentParser):
         # a mistyped command lists the commands a user can type, not the hidden ones
         choices = action.choices
         if isinstance(action, argparse._SubParsersAction) and choices is not None and value not in choices:
-            shown = ", ".join(repr(c) for c in choices if c not in _HIDDEN_COMMANDS)
-            raise argparse.ArgumentError(action, f"invalid choice: {value!r} (choose from {shown})")
+            import difflib  # only for a mistyped command
+
+            shown = [c for c in choices if c not in _HIDDEN_COMMANDS]
+            close = difflib.get_close_matches(str(value), shown, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            listed = ", ".join(repr(c) for c in shown)
+            raise argparse.ArgumentError(action, f"invalid choice: {value!r}{hint} (choose from {listed})")
         super()._check_value(action, value)
 
 
@@ -97,6 +103,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: what the top level takes before a command
+_TOP_LEVEL_FLAGS = frozenset({"-h", "--help", "--version", "-v", "--verbose"})
+
+
+def _flags_before_the_command(parser: argparse.ArgumentParser, before: list[str], rest: list[str]) -> None:
+    """A command's flag given before the command (``modelseal --trusted k verify ...``) is
+    named as such, rather than its value being read as an unknown command."""
+    flag = next((a for a in before if a.split("=", 1)[0] not in _TOP_LEVEL_FLAGS), None)
+    if flag is None:
+        return
+    name = flag.split("=", 1)[0]
+    commands = _subcommands(parser)
+    command = next((a for a in rest if a in commands and a not in _HIDDEN_COMMANDS), None)
+    if command is None:
+        raise UsageError(
+            f"unrecognized option {name} (a command's options go after it: modelseal COMMAND --help)"
+        )
+    raise UsageError(f"{name} goes after the command: modelseal {command} {name} ...")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; return the exit code (``sys.exit(main())`` in the entry point)."""
     parser = build_parser()
@@ -107,6 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args_list[at : at + 2] = ["publish-inspect"]
     command = args_list[at] if at < len(args_list) else None
     try:
+        _flags_before_the_command(parser, args_list[:at], args_list[at:])
         args = parser.parse_args(args_list)
         logging.basicConfig(
             level=logging.DEBUG if args.verbose else logging.WARNING,
@@ -116,9 +143,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         for noisy in ("httpx", "httpcore"):
             logging.getLogger(noisy).setLevel(logging.WARNING)
         handler = getattr(args, "handler", None)
-        if handler is None:  # `modelseal` or a group such as `modelseal key`: its help
-            _subcommands(parser).get(args.command or "", parser).print_help(sys.stderr)
-            return 2
+        if handler is None:  # `modelseal` or a group such as `modelseal operator`: its help, asked for
+            _subcommands(parser).get(args.command or "", parser).print_help(sys.stdout)
+            return 0
         code: int = handler(args)
         return code
     except UsageError as e:

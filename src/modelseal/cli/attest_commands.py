@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,7 +24,10 @@ if TYPE_CHECKING:
 # Commands import what they use when they run, so that `modelseal digest`
 # starts without loading pydantic and the crypto bindings.
 
-__all__ = ["hash_path", "register", "register_digest", "skipped_json"]
+#: a predicate type to show in advice: a URI of the user's own naming what they attest
+EXAMPLE_PREDICATE_TYPE = "https://example.com/model-review/v1"
+
+__all__ = ["EXAMPLE_PREDICATE_TYPE", "hash_path", "register", "register_digest", "skipped_json"]
 
 
 def register(commands: Any) -> None:
@@ -65,7 +69,8 @@ def register(commands: Any) -> None:
     attest.add_argument(
         "--predicate-type",
         metavar="URI",
-        help="required for files (verify then needs the same --predicate-type); an image's lists its files",
+        help="required for files: a URI naming what you attest (e.g. https://example.com/model-review/v1);"
+        " verify then needs the same --predicate-type. An image's lists its files",
     )
     attest.add_argument("--predicate", metavar="FILE", help="predicate JSON object (default {})")
     attest.add_argument("--out", help="write the envelope here (default: stdout)")
@@ -129,7 +134,13 @@ def sign_cmd(args: argparse.Namespace) -> int:
     if args.format == "oms":
         return bundle_commands.sign_oms(args)
     if args.report is None or args.model is not None:
-        raise UsageError("sign a report with --report FILE, or a model with --format oms MODEL")
+        model = shlex.quote(args.model) if args.model is not None else "MODEL"
+        raise UsageError(
+            "sign signs a Socair report (--report FILE) or an OMS bundle (--format oms MODEL);"
+            " to attest your own model without socair: modelseal attest --key"
+            f" {shlex.quote(args.key)} --predicate-type {EXAMPLE_PREDICATE_TYPE}"
+            f" --out model.dsse.json {model}"
+        )
     key = load_signer(args.key)
     if key.public.algorithm != "ed25519":
         raise KeyFileError(f"{args.key} is not an Ed25519 key")
@@ -158,7 +169,10 @@ def attest_cmd(args: argparse.Namespace) -> int:
 
     if not any(is_image(p) for p in args.paths) and (args.attach or not args.predicate_type):
         raise UsageError(
-            "--attach is for an image (oci://...)" if args.attach else "files need --predicate-type"
+            "--attach is for an image (oci://...)"
+            if args.attach
+            else "files need --predicate-type URI, a URI naming what you attest (for example"
+            f" --predicate-type {EXAMPLE_PREDICATE_TYPE}); verify then takes the same one"
         )
     keys = [load_signer(k) for k in args.key]
     predicate: Any = {}
@@ -171,9 +185,15 @@ def attest_cmd(args: argparse.Namespace) -> int:
             raise InputError(f"predicate {args.predicate} is not a JSON object")
     if any(is_image(p) for p in args.paths):
         return attest_image(args, keys, predicate if args.predicate else None)
-    subjects = [(Path(p).resolve().name, hash_path(p)[0]) for p in args.paths]
+    subjects: list[tuple[str, str]] = []
+    files: dict[str, dict[str, str]] = {}
+    for p in args.paths:
+        name, (digest, directory) = Path(p).resolve().name, hash_path(p)
+        subjects.append((name, digest))
+        if directory is not None:
+            files[name] = {f.path: f.sha256 for f in directory.files}
     try:
-        statement = make_statement(subjects, args.predicate_type, predicate)
+        statement = make_statement(subjects, args.predicate_type, predicate, files=files)
     except gojson.JSONFormatError as e:  # a --predicate-type or path that is not UTF-8
         raise InputError(f"cannot encode the statement: {e}") from None
     envelope = sign_payload(statement, keys)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -16,6 +17,7 @@ from modelseal.text import printable
 if TYPE_CHECKING:
     from modelseal.attest.policy.trust import TrustPolicy
     from modelseal.attest.signing.signers import KeySigner
+    from modelseal.attest.verdict import Verdict
     from modelseal.publish.referrers.attestations import ImageVerdict, SignedImage
     from modelseal.publish.referrers.store import Attached
     from modelseal.publish.registry.reference import ImageReference
@@ -116,10 +118,26 @@ def verify_image_cmd(
             doc = {**_json(ImageVerdict(refused, ref.oci, ""), Mode(args.mode)), "digest": ref.digest}
             print(json.dumps(doc, indent=2))
         raise
-    _warn_tag(ref, result.digest, "verified")
+    _warn_tag(ref, result.digest, "checked")  # not "verified": a refusal may follow
     mode = Mode(args.mode)
+    hint = _file_hint(result.verdict, ref.pinned(result.digest).oci, args.envelope)
     return render.finish_verify(result.verdict, mode, _json(result, mode) if args.json else None,
-                                lambda: _text(result))  # fmt: skip
+                                lambda: _text(result), hint)  # fmt: skip
+
+
+def _file_hint(verdict: Verdict, image: str, envelope: str | None) -> str:
+    """A Socair report names a file's digest, never an image's: say how to check one against the other."""
+    from modelseal.attest.socair.report import PREDICATE_TYPE
+    from modelseal.attest.verdict import Reason
+
+    sha = verdict.subject_digest
+    if verdict.reason != Reason.DIGEST_MISMATCH or verdict.predicate_type != PREDICATE_TYPE or not sha:
+        return ""
+    given = shlex.quote(envelope) if envelope else "ENVELOPE"
+    return printable(
+        f"; a Socair report is for a file, not an image: check the image's file with modelseal publish"
+        f" inspect {image} --sha256 {sha}, then modelseal verify {given} --sha256 {sha}"
+    )
 
 
 def _json(result: ImageVerdict, mode: Any) -> dict[str, Any]:
@@ -142,6 +160,9 @@ def _text(result: ImageVerdict) -> str:
     found = f"attached as {result.referrer} ({result.via})" if result.referrer else "the envelope given"
     lines.append(printable(f"  image {result.image}: {found}"))
     if result.files:
-        lines.append(f"  binds {len(result.files)} file(s):")
+        lines.append(
+            f"  binds {len(result.files)} file(s) as its manifest records them (no layer was downloaded;"
+            " publish inspect --sha256 reads one):"
+        )
         lines += [printable(f"    {f['sha256']}  {f['size']:>12}  {f['path']}") for f in result.files]
     return "\n".join(lines)

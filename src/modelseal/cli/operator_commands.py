@@ -90,6 +90,20 @@ def register(commands: Any) -> None:
     run.set_defaults(handler=run_cmd)
 
 
+def install_hint() -> str:
+    """How to add the operator's extra here: from the source tree this modelseal runs from, or
+    beside an installed wheel (modelseal is not published on PyPI, so ``modelseal[operator]`` is
+    no package pip can find)."""
+    from pathlib import Path
+
+    import modelseal
+
+    root = Path(modelseal.__file__).resolve().parents[2]
+    if (root / "pyproject.toml").is_file() and (root / "src" / "modelseal").is_dir():
+        return f"pip install '{root}[operator]' (in a source tree: pip install '.[operator]')"
+    return "pip install kopf prometheus-client into the environment modelseal is installed in"
+
+
 def run_cmd(args: argparse.Namespace) -> int:
     """Build the operator from the flags and run it until interrupted."""
     try:
@@ -101,7 +115,7 @@ def run_cmd(args: argparse.Namespace) -> int:
         from modelseal.operator.settings import OperatorSettings
     except ImportError as e:  # an environment problem, not a usage one: exit 3
         raise OperationalError(
-            f"the operator needs its extra: pip install 'modelseal[operator]' ({e.name} is missing)"
+            f"the operator needs its extra ({e.name} is missing): {install_hint()}"
         ) from None
     settings = OperatorSettings.from_flags(
         mode=args.model_attestation,

@@ -79,7 +79,8 @@ def register(commands: Any) -> None:
         "--sha256",
         dest="expect_sha256",
         metavar="HEX",
-        help="fail (exit 1) unless the primary file's bytes have this digest (reads every layer once)",
+        help="fail (exit 1) unless the primary file's bytes have this digest (reads every layer once);"
+        " a layer the registry serves with bytes other than its digest, or cannot serve, is exit 3",
     )
     inspect.add_argument("--expect-sha256", dest="expect_sha256", help=argparse.SUPPRESS)  # the old spelling
     inspect.add_argument(

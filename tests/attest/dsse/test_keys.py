@@ -96,7 +96,10 @@ def test_weak_rsa_and_other_key_types_are_refused() -> None:
         (b"hello", "is not a PEM public key"),
         (b"\xff\xfe", "not UTF-8"),
         (b"-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n", "is not a valid public key"),
-        (b"-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n", "is not a PEM public key"),
+        (
+            b"-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
+            "is a private key, not a public key",
+        ),
         (b"x" * 70000, "too large"),
     ],
 )

@@ -87,7 +87,8 @@ def test_authorized_envelope_matching_sha() -> None:
 def test_no_attestation() -> None:
     refused(
         gate({"sha256": FIXTURE_SHA256}),
-        "spec.attestation is not set; sign the model's Socair report with `socair sign`",
+        # a modelseal user is told of modelseal's own command too (issue 21, point 15)
+        "spec.attestation is not set; sign the model's Socair report with `socair sign` or `modelseal sign`,",
     )
 
 

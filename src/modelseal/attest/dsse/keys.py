@@ -166,6 +166,8 @@ def load_public_key(data: bytes | str, *, source: str = "key") -> PublicKey:
     begin = text.find("-----BEGIN PUBLIC KEY-----")
     end = text.find("-----END PUBLIC KEY-----", begin)
     if begin < 0 or end < 0:
+        if "PRIVATE KEY-----" in text:  # never quoted: the message holds no key bytes
+            raise KeyFileError(_private_key_given(source))
         raise KeyFileError(f"{source} is not a PEM public key")
     block = text[begin : end + len("-----END PUBLIC KEY-----")] + "\n"
     try:
@@ -176,6 +178,17 @@ def load_public_key(data: bytes | str, *, source: str = "key") -> PublicKey:
     algorithm = _algorithm(key, source)
     assert isinstance(key, VerifyingKey)
     return PublicKey(key, keyid_of(key), algorithm, issuer_of(text[:begin]))
+
+
+def _private_key_given(source: str) -> str:
+    """A private key where a public one belongs: say so, and where its public key is."""
+    given = Path(source)
+    public = given.with_suffix(".pub")
+    if given.suffix == ".key" and public.is_file():
+        where = f"{public}, beside it"
+    else:
+        where = "the .pub file key gen wrote beside the .key"
+    return f"{source} is a private key, not a public key: trust its public key ({where})"
 
 
 class Keyring(Mapping[str, PublicKey]):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,6 +20,7 @@ from modelseal.attest.dsse.statement import STATEMENT_V1
 from modelseal.attest.policy.trust import TrustPolicy
 from modelseal.attest.signing.signers import KeySigner
 from modelseal.attest.socair import report as socair
+from modelseal.attest.socair.mismatch import FILES_ANNOTATION
 from modelseal.attest.socair.verifier import evaluate
 from modelseal.errors import InputError
 
@@ -50,11 +51,28 @@ def sign_payload(
     return Envelope.create(payload_type, payload, [(k.public.keyid, k.sign(message)) for k in keys])
 
 
-def make_statement(subjects: list[tuple[str, str]], predicate_type: str, predicate: dict[str, Any]) -> bytes:
-    """A compact in-toto Statement v1 over ``(name, sha256)`` subjects."""
+def make_statement(
+    subjects: list[tuple[str, str]],
+    predicate_type: str,
+    predicate: dict[str, Any],
+    *,
+    files: Mapping[str, Mapping[str, str]] | None = None,
+) -> bytes:
+    """A compact in-toto Statement v1 over ``(name, sha256)`` subjects.
+
+    ``files`` (subject name -> path -> sha256) lists a directory subject's files in its
+    annotations, so that a refusal of a changed directory names the file that changed.
+    """
+
+    def subject(name: str, digest: str) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": name, "digest": {"sha256": digest}}
+        if files and name in files:
+            out["annotations"] = {FILES_ANNOTATION: dict(files[name])}
+        return out
+
     statement = {
         "_type": STATEMENT_V1,
-        "subject": [{"name": name, "digest": {"sha256": digest}} for name, digest in subjects],
+        "subject": [subject(name, digest) for name, digest in subjects],
         "predicateType": predicate_type,
         "predicate": predicate,
     }

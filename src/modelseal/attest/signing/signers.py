@@ -187,6 +187,10 @@ def _passed_through(uri: str, scheme: str) -> UriSigner:
     return UriSigner(f"{scheme}:", backend, public)
 
 
+#: what an environment variable's name looks like (a key file is rarely named so)
+_VARIABLE = re.compile(r"[A-Z_][A-Z0-9_]*")
+
+
 def load_signer(ref: str) -> KeySigner:
     """A signer for ``--key``: a key file path, or a private-key URI.
 
@@ -196,6 +200,10 @@ def load_signer(ref: str) -> KeySigner:
         OperationalError: a token or service failed (exit 3).
     """
     match = _SCHEME.match(ref)
+    if match is None and not os.path.exists(ref) and _VARIABLE.fullmatch(ref):
+        raise KeyFileError(
+            f"{ref}: no such key file; to read the key from the environment variable {ref}, pass envvar:{ref}"
+        )
     if match is None or os.path.exists(ref):
         key: SigningKey = load_signing_key(ref)
         return key

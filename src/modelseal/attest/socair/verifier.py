@@ -9,7 +9,6 @@ here raises for bad input.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,6 +20,7 @@ from modelseal.attest.dsse.statement import Statement, parse_statement
 from modelseal.attest.policy.trust import TrustPolicy
 from modelseal.attest.socair import report as socair
 from modelseal.attest.socair.image_predicate import IMAGE_PREDICATE_TYPE, check_image_predicate
+from modelseal.attest.socair.mismatch import ExpectedDigest, artifact_mismatch, subject_files
 from modelseal.attest.verdict import Reason, Verdict
 from modelseal.errors import Error, PolicyError, VerificationError
 from modelseal.text import printable
@@ -28,21 +28,6 @@ from modelseal.text import printable
 __all__ = ["ExpectedDigest", "evaluate"]
 
 _logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class ExpectedDigest:
-    """The digest the attestation must be for, and where it came from.
-
-    ``path`` is set when modelseal hashed a file or directory itself; the
-    refusal then names the path, as ``socair verify --artifact`` does.
-    ``files`` (path -> sha256) lets a directory refusal list what changed.
-    """
-
-    sha256: str
-    path: str | None = None
-    is_directory: bool = False
-    files: dict[str, str] | None = None
 
 
 def _socair(
@@ -84,7 +69,8 @@ def _socair(
             reason=Reason.ISSUER_MISMATCH.value,
         )
     if expected is not None and expected.path is not None and expected.sha256 != att.sha256:
-        raise _artifact_mismatch(expected, att)
+        recorded = _recorded_files(att.predicate)
+        raise artifact_mismatch(expected, att.sha256, recorded=recorded, file_name=att.file_name)
     socair.admit(
         att,
         expected_sha256=expected.sha256 if expected else None,
@@ -95,32 +81,17 @@ def _socair(
     return att
 
 
-def _artifact_mismatch(expected: ExpectedDigest, att: socair.SocairAttestation) -> VerificationError:
-    if not expected.is_directory:
-        text = f"{expected.path} hashes to {expected.sha256}, but the attestation is for {att.sha256}"
-    else:
-        text = (
-            f"directory {expected.path} has manifest digest {expected.sha256},"
-            f" but the attestation is for {att.sha256}"
-        )
-        diff = _directory_diff(att.predicate, expected.files or {})
-        if diff:
-            text += ": " + "; ".join(diff)
-    return refuse(Reason.DIGEST_MISMATCH, text)
-
-
-def _directory_diff(predicate: dict[str, Any], actual: dict[str, str]) -> list[str]:
+def _recorded_files(predicate: dict[str, Any]) -> dict[str, str] | None:
+    """A Socair report's list of a directory's files (path -> sha256); None for one file's report."""
     artifact = predicate.get("artifact")
     listed = artifact.get("files") if isinstance(artifact, dict) else None
-    recorded = {
-        f["path"]: f.get("sha256")
-        for f in (listed if isinstance(listed, list) else [])
+    if not isinstance(listed, list):
+        return None
+    return {
+        f["path"]: str(f.get("sha256") or "")
+        for f in listed
         if isinstance(f, dict) and isinstance(f.get("path"), str)
     }
-    out = [f"added: {p}" for p in sorted(actual.keys() - recorded.keys())]
-    out += [f"removed: {p}" for p in sorted(recorded.keys() - actual.keys())]
-    out += [f"changed: {p}" for p in sorted(actual.keys() & recorded.keys()) if actual[p] != recorded[p]]
-    return out
 
 
 def _generic(
@@ -134,6 +105,13 @@ def _generic(
     digests = statement.digests("sha256")
     if not statement.subject:
         raise refuse(Reason.SUBJECT_INVALID, "statement has no subjects")
+    hashed = expected is not None and expected.path is not None and expected.sha256 not in digests
+    if hashed and len(statement.subject) == 1 and len(digests) == 1:  # refused in socair's words
+        assert expected is not None
+        subject = statement.subject[0]
+        raise artifact_mismatch(
+            expected, digests[0], recorded=subject_files(subject), file_name=subject.name or None
+        )
     if expected is not None and expected.sha256.strip().lower() not in digests:
         shown = digests[0] if len(digests) == 1 else quote_list(digests)
         raise PolicyError(

@@ -220,8 +220,8 @@ def evaluate_gate(
         ref = referenced_configmap(spec)
         if ref is None:
             raise RefusedError(
-                "spec.attestation is not set; sign the model's Socair report with `socair sign` and"
-                " reference the envelope from a ConfigMap",
+                "spec.attestation is not set; sign the model's Socair report with `socair sign` or"
+                " `modelseal sign`, and reference the envelope from a ConfigMap",
                 Reason.UNSIGNED,
             )
         if not is_subdomain(ref[0]):

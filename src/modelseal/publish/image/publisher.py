@@ -124,6 +124,17 @@ def plan_files(files: list[str], from_dir: str | ModelDir | None, primary: str |
     return [staged[index], *staged[:index], *staged[index + 1 :]]
 
 
+def _sibling_tags(client: RegistryClient, tag: str) -> list[str]:
+    """The repository's other tags, to reuse their layers; none when they cannot be listed."""
+    try:
+        return [t for t in client.list_tags() if t != tag]
+    except RegistryError as e:
+        if client.gave_up:  # unreachable, or its retries spent: the push would fail the same way
+            raise
+        _logger.info("no tags to reuse from: %s", e)
+        return []
+
+
 def _reuse_candidates(
     client: RegistryClient, refs: list[tuple[ImageReference, str]]
 ) -> dict[tuple[str, int], str]:
@@ -180,6 +191,9 @@ def publish(
         (r, r.digest or r.tag or "latest") for r in reuse_from or [] if r.registry == destination.registry
     ]
     candidates = _reuse_candidates(client, earlier)
+    if not candidates:  # a new tag: the repository's other tags may hold these files already
+        siblings = [(destination, tag) for tag in _sibling_tags(client, destination.tag)]
+        candidates = _reuse_candidates(client, siblings)
     published: list[PublishedFile] = []
     for layer in layers:
         key = (layer.path, layer.length)

@@ -19,7 +19,8 @@ import httpx
 
 from modelseal.errors import RegistryError
 from modelseal.publish.registry.blobs import open_blob
-from modelseal.publish.registry.replies import registry_error
+from modelseal.publish.registry.reference import is_tag
+from modelseal.publish.registry.replies import json_object, registry_error
 from modelseal.publish.registry.session import RETRY_STATUSES, RegistrySession
 
 __all__ = ["MANIFEST_TYPES", "RETRY_STATUSES", "RegistryClient", "registry_error"]
@@ -31,6 +32,9 @@ MANIFEST_TYPES = (
     "application/vnd.docker.distribution.manifest.list.v2+json",
 )
 MAX_MANIFEST_BYTES = 4 * 1024 * 1024
+#: a tag list is read with this cap, and this many of its tags looked at for blobs to reuse
+MAX_TAG_LIST_BYTES = 256 * 1024
+MAX_LISTED_TAGS = 16
 
 
 class RegistryClient(RegistrySession):
@@ -141,6 +145,26 @@ class RegistryClient(RegistrySession):
             raise RegistryError(f"fetch manifest: {self.host} served {digest} for {reference}")
         media_type = r.headers.get("Content-Type", "").split(";")[0].strip()
         return body, media_type, digest
+
+    def list_tags(self, *, limit: int = MAX_LISTED_TAGS) -> list[str]:
+        """The repository's tags (at most ``limit``, the last in the registry's order); [] if none.
+
+        A name the registry lists that is not a valid tag is left out: it never reaches a URL.
+
+        Raises:
+            RegistryError: unreachable, refused, oversized, or not a tag list.
+        """
+        status, _, body = self.get_capped(
+            f"/v2/{self.repository}/tags/list",
+            what="list tags",
+            accept="application/json",
+            cap=MAX_TAG_LIST_BYTES,
+        )
+        if status == 404:
+            return []
+        tags = json_object(body, "list tags").get("tags")
+        valid = [t for t in tags if isinstance(t, str) and is_tag(t)] if isinstance(tags, list) else []
+        return valid[-limit:] if limit > 0 else []
 
     # -- reading blobs ---------------------------------------------------------------
 

@@ -11,13 +11,20 @@ from dataclasses import dataclass
 
 from modelseal.errors import UsageError
 
-__all__ = ["ImageReference", "parse_reference"]
+__all__ = ["ImageReference", "is_tag", "parse_reference"]
 
 _HOST = re.compile(
     r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*|\[[0-9a-fA-F:]+\])(?::[0-9]{1,5})?"
 )
 _COMPONENT = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*")
 _TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+
+
+def is_tag(name: str) -> bool:
+    """Whether ``name`` is a valid OCI tag (and so safe in a URL path)."""
+    return _TAG.fullmatch(name) is not None
+
+
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
 
