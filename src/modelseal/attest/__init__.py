@@ -20,7 +20,8 @@ if TYPE_CHECKING:
     )
     from modelseal.attest.dsse.envelope import Envelope, pae, parse_envelope
     from modelseal.attest.dsse.keys import Keyring, PublicKey, load_public_key
-    from modelseal.attest.policy.trust import TrustPolicy, load_policy, parse_policy
+    from modelseal.attest.policy.policy_file import load_policy, parse_policy
+    from modelseal.attest.policy.trust import TrustPolicy
     from modelseal.attest.signing.private_keys import (
         SigningKey,
         generate_key,
@@ -76,8 +77,8 @@ _HOMES = {
     "PublicKey": "dsse.keys",
     "load_public_key": "dsse.keys",
     "TrustPolicy": "policy.trust",
-    "load_policy": "policy.trust",
-    "parse_policy": "policy.trust",
+    "load_policy": "policy.policy_file",
+    "parse_policy": "policy.policy_file",
     "SigningKey": "signing.private_keys",
     "generate_key": "signing.private_keys",
     "load_signing_key": "signing.private_keys",

@@ -75,9 +75,11 @@ def register(commands: Any) -> None:
 
 def _policy(args: argparse.Namespace) -> TrustPolicy:
     from modelseal.attest.dsse.keys import Keyring
-    from modelseal.attest.policy.trust import TrustPolicy, load_policy
+    from modelseal.attest.policy.trust import TrustPolicy
 
     if args.policy:
+        from modelseal.attest.policy.policy_file import load_policy  # its models only when a file is given
+
         policy = load_policy(args.policy)
     elif args.trusted:
         policy = TrustPolicy(Keyring.from_path(args.trusted))
@@ -102,7 +104,7 @@ def _policy(args: argparse.Namespace) -> TrustPolicy:
 
 def verify_cmd(args: argparse.Namespace) -> int:
     """``modelseal verify``: exit 0 admitted (or warn), 1 refused, 2 usage."""
-    from modelseal.attest.bundles.verifier import is_bundle
+    from modelseal.attest.bundles.bundle import is_bundle
     from modelseal.attest.dsse.envelope import MAX_ENVELOPE_BYTES
     from modelseal.attest.socair.issue_time import parse_rfc3339
     from modelseal.attest.socair.verifier import ExpectedDigest, evaluate

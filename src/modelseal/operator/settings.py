@@ -8,7 +8,8 @@ from datetime import timedelta
 from pathlib import Path
 
 from modelseal import __version__
-from modelseal.attest.policy.trust import TrustPolicy, load_policy
+from modelseal.attest.policy.policy_file import load_policy
+from modelseal.attest.policy.trust import TrustPolicy
 from modelseal.attest.verdict import Mode
 from modelseal.durations import parse_max_age
 from modelseal.errors import InputError, UsageError

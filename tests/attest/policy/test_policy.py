@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from modelseal.attest.policy.trust import load_policy, parse_policy
+from modelseal.attest.policy.policy_file import load_policy, parse_policy
 from modelseal.errors import KeyFileError, PolicyFileError
 from tests.conftest import FIXTURE_KEYID, TESTDATA
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import sigstore
-from modelseal.attest.policy.trust import parse_policy
+from modelseal.attest.policy.policy_file import parse_policy
 from modelseal.errors import PolicyFileError
 from tests.attest.ca import chain
 from tests.conftest import TESTDATA

@@ -19,7 +19,7 @@ import pytest
 from modelseal.attest.bundles.oms import PREDICATE_TYPE as OMS
 from modelseal.attest.bundles.oms import ResourceKey, Serialization
 from modelseal.attest.bundles.oms_sign import make_bundle, oms_statement
-from modelseal.attest.policy.trust import parse_policy
+from modelseal.attest.policy.policy_file import parse_policy
 from modelseal.attest.signing.private_keys import generate_key
 from modelseal.attest.verdict import Mode, Reason
 from modelseal.operator.decide.gate import ConfigMapRead, GateOutcome, evaluate_gate

@@ -20,7 +20,7 @@ from modelseal.attest.dsse import gojson
 from modelseal.attest.dsse.envelope import MAX_ENVELOPE_BYTES, Envelope, EnvelopeSignature, b64decode
 from modelseal.errors import EnvelopeError
 
-__all__ = ["BUNDLE_MEDIA_TYPES", "SigstoreBundle", "looks_like_bundle", "parse_bundle"]
+__all__ = ["BUNDLE_MEDIA_TYPES", "SigstoreBundle", "is_bundle", "looks_like_bundle", "parse_bundle"]
 
 #: Media type -> bundle version.
 BUNDLE_MEDIA_TYPES = {
@@ -69,6 +69,18 @@ def looks_like_bundle(doc: Any) -> bool:
     if isinstance(media, str) and media.startswith("application/vnd.dev.sigstore.bundle"):
         return True
     return "verificationMaterial" in doc or "dsseEnvelope" in doc or "messageSignature" in doc
+
+
+def is_bundle(data: bytes) -> bool:
+    """True when ``data`` is JSON that claims to be a Sigstore bundle.
+
+    Here, beside the parsing, rather than with the bundle verifier: ``verify`` asks it of
+    every input, and a plain DSSE envelope never needs the verifier's imports.
+    """
+    try:
+        return looks_like_bundle(gojson.loads(data))
+    except gojson.JSONFormatError:
+        return False
 
 
 def _object(value: Any, where: str) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from cryptography.hazmat.primitives import serialization
 
-from modelseal.attest.bundles.bundle import SigstoreBundle, looks_like_bundle, parse_bundle
+from modelseal.attest.bundles.bundle import SigstoreBundle, is_bundle, parse_bundle
 from modelseal.attest.bundles.oms import LEGACY_PREDICATE_TYPE, PREDICATE_TYPE, OmsManifest, read_manifest
 from modelseal.attest.bundles.oms_model import ModelComparison, compare_model
 from modelseal.attest.dsse import gojson
@@ -77,14 +77,6 @@ class CertificateAuthority(Protocol):
             VerificationError: the certificate, its chain or identity, or the signature fails.
         """
         ...
-
-
-def is_bundle(data: bytes) -> bool:
-    """True when ``data`` is JSON that claims to be a Sigstore bundle."""
-    try:
-        return looks_like_bundle(gojson.loads(data))
-    except gojson.JSONFormatError:
-        return False
 
 
 def names_oms(data: bytes) -> bool:

@@ -21,10 +21,8 @@ from typing import Any
 
 import msgspec
 import pybase64
-from pydantic import BaseModel, ConfigDict, ValidationError
 
 from modelseal.attest.dsse import gojson
-from modelseal.attest.dsse.validation import first_error
 from modelseal.errors import EnvelopeError
 
 __all__ = [
@@ -147,19 +145,6 @@ def _parse_fast(data: bytes) -> Envelope | None:
     return Envelope(wire.payloadType, wire.payload, signatures)
 
 
-class _WireSignature(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-    keyid: str = ""
-    sig: str
-
-
-class _WireEnvelope(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-    payloadType: str  # noqa: N815 - the wire name
-    payload: str
-    signatures: list[_WireSignature] | None = None
-
-
 @dataclass(frozen=True)
 class EnvelopeSignature:
     """One signature as written: ``keyid`` is a hint, ``sig`` still base64."""
@@ -221,6 +206,13 @@ def parse_envelope(data: bytes) -> Envelope:
 
 
 def _parse_reference(data: bytes) -> Envelope:
+    # the reference reader's models are built only when the fast path declines: their
+    # construction is a good part of a short command's start-up (issue 21, part 4)
+    from pydantic import ValidationError
+
+    from modelseal.attest.dsse.validation import first_error
+    from modelseal.attest.dsse.wire import WireEnvelope
+
     try:
         raw = gojson.loads(data)
     except gojson.JSONFormatError as e:
@@ -228,7 +220,7 @@ def _parse_reference(data: bytes) -> Envelope:
     if not isinstance(raw, dict):
         raise EnvelopeError(f"not a DSSE envelope: a JSON {_kind(raw)}, want an object")
     try:
-        wire = _WireEnvelope.model_validate(raw)
+        wire = WireEnvelope.model_validate(raw)
     except ValidationError as e:
         raise EnvelopeError(f"not a DSSE envelope: {first_error(e)}") from None
     sigs = wire.signatures or []

@@ -14,9 +14,12 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from cryptography import x509
 from cryptography.hazmat.primitives import serialization
+
+if TYPE_CHECKING:  # the certificates are parsed elsewhere; a key-only verify never loads x509
+    from cryptography import x509
 
 __all__ = ["CertificateTrust", "IdentityRule"]
 

@@ -22,14 +22,17 @@ from __future__ import annotations
 import hashlib
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from modelseal.attest.policy.authorities import CertificateTrust, IdentityRule
 from modelseal.errors import InputError, PolicyFileError
 from modelseal.files import read_limited
+
+if TYPE_CHECKING:
+    from cryptography import x509
 
 __all__ = ["IdentityEntry", "RootEntry", "load_certificate_trust"]
 
@@ -75,6 +78,8 @@ def _certificates(entry: RootEntry, base: Path, where: str) -> list[x509.Certifi
     else:
         data, shown = (entry.pem or "").encode(), "pem"
     try:
+        from cryptography import x509  # only a policy that names certificate roots parses any
+
         return x509.load_pem_x509_certificates(data)
     except ValueError:
         raise PolicyFileError(f"{where}: {shown} holds no PEM certificate") from None

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from modelseal.attest.bundles.verifier import is_bundle
+from modelseal.attest.bundles.bundle import is_bundle
 from modelseal.attest.dsse.keys import Keyring, PublicKey
 from modelseal.attest.policy.trust import TrustPolicy
 from modelseal.attest.socair.image_predicate import IMAGE_PREDICATE_TYPE
