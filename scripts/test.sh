@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up everything the tests need, then run every gate: ruff, mypy --strict,
-# the fixture check, and pytest. Extra arguments go to pytest.
+# the fixture check, the docs site (mkdocs --strict: a warning fails), and pytest.
+# Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
@@ -13,6 +14,8 @@ echo "== mypy --strict"
 "$VENV/bin/mypy"
 echo "== fixtures are up to date"
 "$VENV/bin/python" testdata/generate.py --check
+echo "== docs site builds with warnings as errors"
+NO_MKDOCS_2_WARNING=1 "$VENV/bin/mkdocs" build --strict --quiet --site-dir "${TMPDIR:-/tmp}/modelseal-site"
 echo "== pytest"
 "$VENV/bin/python" -m pytest "$@"
 echo "== demo (README's first command) runs end to end"

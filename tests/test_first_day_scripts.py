@@ -48,5 +48,5 @@ def test_the_ci_recipe_runs_against_a_local_plain_http_registry() -> None:
     assert r.returncode == 0, r.stdout + r.stderr
     assert "admitted: True" in r.stdout
     # the recipe's step 3 trusts the file the public key variable (ci.pub's content) was written to
-    readme = (ROOT / "README.md").read_text()
-    assert "`MODELSEAL_PUBLIC_KEY` variable (the content of `ci.pub`) to `modelseal.pub`" in readme
+    page = (ROOT / "docs" / "ci.md").read_text()
+    assert "`MODELSEAL_PUBLIC_KEY` variable (the content of `ci.pub`) to `modelseal.pub`" in page

@@ -1,4 +1,4 @@
-"""The README's CLI examples are real: every example that uses only bundled data is run."""
+"""The README's and the docs' CLI examples are real: every example that uses only bundled data is run."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ import pytest
 from modelseal.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
-README = (ROOT / "README.md").read_text()
+#: the README and every page of the docs site, where the manual now lives
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+README = "\n".join(p.read_text() for p in PAGES)
 
 
 def examples() -> list[tuple[str, str]]:

@@ -18,7 +18,7 @@ from tests.examples.runner import NotEmulatedError, Runner
 ROOT = Path(__file__).resolve().parents[2]
 GITHUB = ROOT / "examples" / "ci" / "github-actions.yml"
 GITLAB = ROOT / "examples" / "ci" / "gitlab-ci.yml"
-README = (ROOT / "README.md").read_text()
+README = (ROOT / "docs" / "ci.md").read_text()  # the CI recipes' page (once the README's "In CI")
 
 
 def github_doc() -> dict[Any, Any]:
