@@ -23,7 +23,7 @@ from datetime import datetime
 from typing import Any
 
 from modelseal.attest.verdict import Mode
-from modelseal.operator.attached_gate import discovered_image, evaluate_attached
+from modelseal.operator.attached_gate import discovered_image, evaluate_attached, preferred_keyids
 from modelseal.operator.attached_images import AttachedImages
 from modelseal.operator.gate import (
     ConfigMapRead,
@@ -118,13 +118,14 @@ class ModelJudge:
         discover = self.settings.discover_image_attestations
         trusted = await self._shared(self.settings.trusted_keys) if discover else None
         publisher = await self._shared(self.settings.publisher_signing)
-        read = self.attached.lookup(image, waiter=key)
+        prefer = preferred_keyids(self.settings, trusted, publisher)
+        read = self.attached.lookup(image, waiter=key, prefer=prefer)
         outcome = await asyncio.to_thread(
             evaluate_attached, image, self.settings, trusted=trusted, publisher=publisher, read=read,
             now=now, cache=self.cache,
         )  # fmt: skip
         if not outcome.admitted and outcome.verdict is not None:
-            self.attached.refresh(image, waiter=key)  # an attestation may be attached later
+            self.attached.refresh(image, waiter=key, prefer=prefer)  # an attestation may be attached later
         return outcome
 
     async def _after_gate(
