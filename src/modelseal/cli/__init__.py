@@ -115,6 +115,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # httpx logs whole URLs, and a signed download URL carries its credential in the query
         for noisy in ("httpx", "httpcore"):
             logging.getLogger(noisy).setLevel(logging.WARNING)
+        # securesystemslib logs a failed KMS call with the service's own text (and the key's name):
+        # a signer's failure is modelseal's one line naming its type
+        logging.getLogger("securesystemslib").setLevel(logging.DEBUG if args.verbose else logging.CRITICAL)
         handler = getattr(args, "handler", None)
         if handler is None:  # `modelseal` or a group such as `modelseal key`: its help
             _subcommands(parser).get(args.command or "", parser).print_help(sys.stderr)
