@@ -150,7 +150,7 @@ async def test_many_referrers_are_read_only_so_far(
             reads = reconciler.attached.reads
     assert (
         f"none of the {MAX_REFERRERS_READ} attached attestations read (500 listed, {500 - MAX_REFERRERS_READ}"
-        f" skipped: over the caps on referrers, envelope bytes and signature checks) admits {ref.oci}"
+        f" skipped: over the caps on referrers, envelope bytes and signatures judged) admits {ref.oci}"
     ) in said(refused)
     # one read (a refusal is read again 30 s later at the earliest): its listing took 5 pages of 100
     assert reads == 1 and len(front.listed) == 5

@@ -42,7 +42,7 @@ from modelseal.publish.referrer_order import (
     MAX_ARTIFACT_MANIFEST_BYTES,
     MAX_ENVELOPE_READ_BYTES,
     MAX_REFERRERS_READ,
-    MAX_SIGNATURE_CHECKS,
+    MAX_SIGNATURES_JUDGED,
     hinted,
     keyid_hint,
 )
@@ -268,7 +268,7 @@ def test_thousands_claiming_the_trusted_keyid_still_refuse_and_say_how_many_were
     assert result.skipped == 3001 - MAX_REFERRERS_READ
     assert result.verdict.message.startswith(
         f"none of the {MAX_REFERRERS_READ} attached attestations read (3001 listed, {3001 - MAX_REFERRERS_READ}"
-        " skipped: over the caps on referrers, envelope bytes and signature checks) admits"
+        " skipped: over the caps on referrers, envelope bytes and signatures judged) admits"
     )
     assert sum("/manifests/sha256:" in p for p in transport.paths) <= MAX_REFERRERS_READ + 4
 
@@ -307,6 +307,19 @@ def attached(*envelopes: bytes) -> AttachedImage:
     return AttachedImage(f"oci://r.example/m@{digest}", digest, {}, found, "referrers API", len(found))
 
 
+PAYLOAD = (
+    b'{"_type":"https://in-toto.io/Statement/v1","subject":[{"name":"m","digest":{"sha256":"' + b"a" * 64
+)
+PAYLOAD += b'"}}],"predicateType":"https://example.com/p","predicate":{}}'
+GENUINE = Envelope.create(
+    INTOTO_PAYLOAD_TYPE, PAYLOAD, [(SIGNER.public.keyid, SIGNER.sign(pae(INTOTO_PAYLOAD_TYPE, PAYLOAD)))]
+).to_json()
+
+
+def check(data: bytes, p: TrustPolicy, sha: str) -> Any:
+    return evaluate(data, p, expected=ExpectedDigest(sha))
+
+
 def counted_checks(monkeypatch: Any) -> list[int]:
     calls = [0]
     verify = PublicKey.verify
@@ -319,36 +332,24 @@ def counted_checks(monkeypatch: Any) -> list[int]:
     return calls
 
 
-def test_signature_checks_are_bounded_and_the_cheapest_claim_is_judged_first(monkeypatch: Any) -> None:
-    """Forty envelopes of 16 signatures claiming a trusted keyid, under four trusted keys: each may cost
-    64 checks. Judged as read, they cost 2,560 checks and the genuine one (last) was never reached."""
+def test_signatures_judged_are_bounded_and_the_cheapest_claim_is_judged_first(monkeypatch: Any) -> None:
+    """Forty envelopes of 16 signatures claiming a trusted keyid, under four trusted keys, then the
+    genuine one: judged as read, they cost 2,560 key checks and the genuine one was never reached."""
     keys = [SIGNER.public, *(generate_key("ed25519").public for _ in range(3))]
     policy = TrustPolicy(Keyring(keys), predicate_types=("https://example.com/p",))
-    payload = (
-        b'{"_type":"https://in-toto.io/Statement/v1","subject":[{"name":"m","digest":{"sha256":"' + b"a" * 64
-    )
-    payload += b'"}}],"predicateType":"https://example.com/p","predicate":{}}'
-    message = pae(INTOTO_PAYLOAD_TYPE, payload)
-    junk = [Envelope.create(INTOTO_PAYLOAD_TYPE, payload + b" " * n, [(SIGNER.public.keyid, OTHER.sign(message))] * 16)
+    message = pae(INTOTO_PAYLOAD_TYPE, PAYLOAD)
+    junk = [Envelope.create(INTOTO_PAYLOAD_TYPE, PAYLOAD + b" " * n, [(SIGNER.public.keyid, OTHER.sign(message))] * 16)
             .to_json() for n in range(40)]  # fmt: skip
-    genuine = Envelope.create(
-        INTOTO_PAYLOAD_TYPE, payload, [(SIGNER.public.keyid, SIGNER.sign(message))]
-    ).to_json()
     calls = counted_checks(monkeypatch)
 
-    def check(data: bytes, p: TrustPolicy, sha: str) -> Any:
-        return evaluate(data, p, expected=ExpectedDigest(sha))
-
-    admitted = judge_attached(attached(*junk, genuine), [policy], check)
+    admitted = judge_attached(attached(*junk, GENUINE), [policy], check)
     assert admitted.verdict.admitted and admitted.referrer == f"sha256:{40:064x}" and calls[0] == 1
     calls[0] = 0
     refused = judge_attached(attached(*junk), [policy], check)
-    assert not refused.verdict.admitted and calls[0] <= MAX_SIGNATURE_CHECKS
-    assert (
-        len(refused.tried) == MAX_SIGNATURE_CHECKS // 64
-        and refused.skipped == 40 - MAX_SIGNATURE_CHECKS // 64
-    )
-    assert f" {40 - MAX_SIGNATURE_CHECKS // 64} skipped: over the caps" in refused.verdict.message
+    judged = MAX_SIGNATURES_JUDGED // 16
+    assert not refused.verdict.admitted and len(refused.tried) == judged and refused.skipped == 40 - judged
+    assert calls[0] == judged * 16 * len(keys)  # each signature against each trusted key, and no more
+    assert f" {40 - judged} skipped: over the caps" in refused.verdict.message
 
 
 @pytest.mark.parametrize(
@@ -371,3 +372,13 @@ def test_a_hint_that_is_not_a_short_list_of_hex_keyids_is_no_hint(
 
 def test_the_hint_written_names_each_keyid_once() -> None:
     assert keyid_hint(["", "AB", "ab", "not hex", "cd"]) == "ab,cd" and keyid_hint([""]) is None
+
+
+def test_a_large_trusted_keyring_does_not_exhaust_the_budget_by_itself() -> None:
+    """The budget counts signatures (what an attacker adds), not signatures times trusted keys (what the
+    operator chose): priced by keys, one genuine signature under 300 trusted keys was never judged."""
+    keys = [SIGNER.public, *(generate_key("ed25519").public for _ in range(299))]
+    policy = TrustPolicy(Keyring(keys), predicate_types=("https://example.com/p",))
+
+    result = judge_attached(attached(GENUINE), [policy], check)
+    assert result.verdict.admitted and result.skipped == 0, result.verdict.message

@@ -266,7 +266,7 @@ def test_a_hostile_listing_is_read_only_so_far(registry: Registry, tmp_path: Pat
         result = verified(front.host, pinned)
         assert (
             f"none of the {MAX_REFERRERS_READ} attached attestations read (500 listed, {500 - MAX_REFERRERS_READ}"
-            " skipped: over the caps on referrers, envelope bytes and signature checks)"
+            " skipped: over the caps on referrers, envelope bytes and signatures judged)"
             in result.verdict.message
         )
 

@@ -34,7 +34,7 @@ from modelseal.errors import RegistryError
 from modelseal.publish.attached_envelopes import FoundEnvelope, fetch_envelopes
 from modelseal.publish.contents import describe, served_files
 from modelseal.publish.reference import ImageReference
-from modelseal.publish.referrer_order import DEFAULT_BUDGET, MAX_SIGNATURE_CHECKS, ReadBudget, judging_order
+from modelseal.publish.referrer_order import DEFAULT_BUDGET, MAX_SIGNATURES_JUDGED, ReadBudget, judging_order
 from modelseal.publish.referrers import Subject
 from modelseal.publish.registry import RegistryClient
 
@@ -201,13 +201,13 @@ def judge_attached(
     attached: AttachedImage,
     policies: Sequence[TrustPolicy],
     check: Check,
-    max_checks: int = MAX_SIGNATURE_CHECKS,
+    max_checks: int = MAX_SIGNATURES_JUDGED,
 ) -> ImageVerdict:
     """Each attached envelope under each policy in turn: admitted when one is.
 
     Trusted hints first (:mod:`modelseal.publish.referrer_order`), cheapest
-    first within a rank, while the signature checks they may cost fit in
-    ``max_checks``. Otherwise the first refusal speaks for all (``tried``
+    first within a rank, while the signatures they carry (once for each
+    policy) fit in ``max_checks``. Otherwise the first refusal speaks for all (``tried``
     lists them, ``skipped`` counts what the caps left out); ``check``
     computes one verdict (the operator's caches its verdicts).
     """
@@ -231,8 +231,8 @@ def _judge(
     tried: list[tuple[str, str]] = []
     first: Verdict | None = None
     (via, listed, skipped), spent = read, 0
-    prefer, keys = frozenset(k for p in policies for k in p.keys), sum(len(p.keys) for p in policies)
-    for at, cost in judging_order([(c[1], c[3]) for c in candidates], prefer, keys):
+    prefer = frozenset(k for p in policies for k in p.keys)
+    for at, cost in judging_order([(c[1], c[3]) for c in candidates], prefer, len(policies)):
         referrer, data, error, _ = candidates[at]
         if spent + cost > max_checks:
             skipped += 1
@@ -253,7 +253,7 @@ def _judge(
                               message=f"attestation does not verify: {why}")  # fmt: skip
         tried.append((referrer or "(given)", refusal.message))
         first = first or refusal
-    caps = f"{skipped} skipped: over the caps on referrers, envelope bytes and signature checks"
+    caps = f"{skipped} skipped: over the caps on referrers, envelope bytes and signatures judged"
     looked = f"looked up through the {via}"
     if first is None:
         none = (
@@ -296,4 +296,4 @@ def verify_image(
     info, subject = read_subject(client, ref)
     image = ref.pinned(subject.digest).oci
     given = [(None, envelope, None, frozenset[str]())]
-    return _judge(image, subject.digest, info, given, (None, 1, 0), [policy], check, MAX_SIGNATURE_CHECKS)
+    return _judge(image, subject.digest, info, given, (None, 1, 0), [policy], check, MAX_SIGNATURES_JUDGED)

@@ -18,9 +18,10 @@ and the work is bounded by what it costs, not by arrival:
   at most :data:`MAX_REFERRERS_READ` referrers (each at most
   :data:`MAX_ARTIFACT_MANIFEST_BYTES`), then their envelopes, in rank and then
   by size, smallest first, until :data:`MAX_ENVELOPE_READ_BYTES` are read; and
-  for one judgement at most :data:`MAX_SIGNATURE_CHECKS` signature checks (an
-  envelope costs its signatures times the policy's keys), cheapest first
-  within a rank. Whatever does not fit is counted as skipped and said so.
+  for one judgement at most :data:`MAX_SIGNATURES_JUDGED` signatures (an
+  envelope costs its signatures once for each policy; each is checked against
+  that policy's keys, which the operator chose, not the attacker), cheapest
+  first within a rank. Whatever does not fit is counted as skipped and said so.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ __all__ = [
     "MAX_ARTIFACT_MANIFEST_BYTES",
     "MAX_ENVELOPE_READ_BYTES",
     "MAX_REFERRERS_READ",
-    "MAX_SIGNATURE_CHECKS",
+    "MAX_SIGNATURES_JUDGED",
     "Candidates",
     "Rank",
     "ReadBudget",
@@ -57,7 +58,7 @@ MAX_HINT_CHARS = 16 * 130
 MAX_REFERRERS_READ = 32
 MAX_ARTIFACT_MANIFEST_BYTES = 64 * 1024  # modelseal's are about 800 bytes
 MAX_ENVELOPE_READ_BYTES = 4 * 1024 * 1024
-MAX_SIGNATURE_CHECKS = 256
+MAX_SIGNATURES_JUDGED = 256
 _KEYID = re.compile(r"[0-9a-f]{1,128}")
 
 
@@ -113,19 +114,19 @@ def rank(hint: frozenset[str], prefer: frozenset[str]) -> Rank:
 
 
 def judging_order(
-    candidates: Sequence[tuple[bytes | None, frozenset[str]]], prefer: frozenset[str], keys: int
+    candidates: Sequence[tuple[bytes | None, frozenset[str]]], prefer: frozenset[str], policies: int
 ) -> list[tuple[int, int]]:
     """The order to judge envelopes (each with the keyids hinted for it) by a reader trusting
-    ``prefer`` (``keys`` keys in all), and what each may cost: (index, signature checks).
+    ``prefer`` under ``policies`` policies, and what each may cost: (index, signatures judged).
 
     By rank (the hints and the keyids the envelope's signatures name), then
-    cheapest first (its signatures times ``keys``), then as given; one that
-    could not be read last, at no cost.
+    cheapest first (its signatures, once for each policy), then as given; one
+    that could not be read last, at no cost.
     """
     ranked = []
     for position, (envelope, hint) in enumerate(candidates):
         keyids = envelope_keyids(envelope) if envelope is not None else ()
-        cost = len(keyids) * keys
+        cost = len(keyids) * policies
         named = hint | {k.lower() for k in keyids if k}
         ranked.append((envelope is None, rank(named, prefer), cost, position))
     return [(position, cost) for _, _, cost, position in sorted(ranked)]
