@@ -314,3 +314,11 @@ def test_securesystemslib_logs_nothing_of_a_failed_kms_signer(
     r = cli("sign", "--format", "oms", "--key", "awskms:arn:aws:kms:eu-west-1:1:key/secret-name", model)
     assert r.code == 3 and r.err == "error: signer awskms: cannot be opened (ValueError)\n"
     assert not [rec for rec in caplog.records if rec.name.startswith("securesystemslib")]
+
+
+def test_a_pin_given_where_no_key_is_taken_is_not_quoted_back(cli: Run) -> None:
+    """argparse quotes an argument it does not take: a signer URI given to verify came back whole."""
+    r = cli("verify", "x.json", "--key", f"hsm:2?label=modelseal&pin-value={URI_PIN}")
+    assert r.code == 2 and r.err.startswith("error: unrecognized arguments: --key hsm:2...\n"), r.err
+    choice = cli(f"hsm:2;pin-value={URI_PIN}")
+    assert choice.code == 2 and "invalid choice: 'hsm:2...'" in choice.err and URI_PIN not in choice.err

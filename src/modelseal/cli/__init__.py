@@ -97,6 +97,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _unpinned(message: str, argv: Sequence[str]) -> str:
+    """``message`` with every argument that carries a PIN (``pin-value=`` in a signer URI given where
+    no ``--key`` is taken, so argparse quotes it back) cut to the form a message may show."""
+    from modelseal.attest.signer_uris import pin_attributes, shown
+
+    for arg in sorted(argv, key=len, reverse=True):
+        if pin_attributes(arg):
+            message = message.replace(printable(arg), shown(arg) + "...")
+    return message
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; return the exit code (``sys.exit(main())`` in the entry point)."""
     parser = build_parser()
@@ -125,12 +136,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = handler(args)
         return code
     except UsageError as e:
-        print(f"error: {printable(str(e))}", file=sys.stderr)
+        print(f"error: {_unpinned(printable(str(e)), args_list)}", file=sys.stderr)
         if e.usage:
             print(e.usage, file=sys.stderr)
         return 2
     except Error as e:
-        print(f"error: {printable(str(e))}", file=sys.stderr)
+        print(f"error: {_unpinned(printable(str(e)), args_list)}", file=sys.stderr)
         return 1 if command == "verify" else e.exit_code
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
