@@ -156,7 +156,7 @@ async def test_a_refusal_for_want_of_keys_reads_no_registry_again() -> None:
     async def settled(_: set[Any]) -> None:
         pass
 
-    def unreachable(ref: Any) -> AttachedImage:
+    def unreachable(ref: Any, prefer: Any) -> AttachedImage:
         raise RegistryError("not asked in this test")
 
     judge = ModelJudge(PUBLISHING, None, OperatorMetrics(), VerdictCache(), settled)

@@ -76,7 +76,7 @@ def test_a_dripping_registry_holds_a_read_only_until_its_deadline(monkeypatch: p
     with dripping_registry() as host:
         reader = AttachedImages(RegistryAccess(plain_http=frozenset({host})))
         with pytest.raises(RegistryError, match="timed out"):
-            reader._fetch(ImageReference(host, "models/m", None, DIGEST))
+            reader._fetch(ImageReference(host, "models/m", None, DIGEST), frozenset())
 
 
 def found(*sizes: int) -> AttachedImage:
@@ -196,7 +196,7 @@ def test_a_ca_file_that_is_a_fifo_is_refused_never_waited_on(tmp_path: Any) -> N
     os.mkfifo(fifo)
     reader = AttachedImages(RegistryAccess(ca_file=str(fifo)))
     with pytest.raises(InputError, match=r"^CA file \S+ca\.pem: not a regular file$"):
-        reader._fetch(ImageReference("registry.example", "models/m", None, DIGEST))
+        reader._fetch(ImageReference("registry.example", "models/m", None, DIGEST), frozenset())
 
 
 async def test_a_read_made_for_other_trusted_keys_is_made_again() -> None:

@@ -135,7 +135,7 @@ class AttachedImages:
         self._waiters: dict[ImageKey, set[Hashable]] = {}
         self.reads = 0  # registry reads started
 
-    def _fetch(self, ref: ImageReference, prefer: frozenset[str] = frozenset()) -> AttachedImage:
+    def _fetch(self, ref: ImageReference, prefer: frozenset[str]) -> AttachedImage:
         """Blocking: the image's attachments, those hinted with a keyid in ``prefer`` first, read
         under the deadline."""
         credentials = load_docker_config(self.access.docker_config).credentials_for(ref.registry)
