@@ -19,6 +19,7 @@ __all__ = [
     "DEFAULT_PUBLISHER_IMAGE",
     "GROUP",
     "PLURAL",
+    "SERVICES",
     "VERSION",
     "OperatorSettings",
     "StatusMode",
@@ -32,6 +33,7 @@ __all__ = [
 GROUP = "inference.llmkube.dev"
 VERSION = "v1alpha1"
 PLURAL = "models"
+SERVICES = "inferenceservices"
 DEFAULT_PUBLISHER_IMAGE = f"modelseal:{__version__}"
 
 
@@ -177,6 +179,9 @@ class OperatorSettings:
     publisher_signing: tuple[str, str] | None = None
     #: admit a pinned ``oci://`` Model without ``spec.attestation`` by an attestation attached to its image
     discover_image_attestations: bool = False
+    #: ``--allow-unattested-weight-paths``: the webhook admits weights no Model attests (LoRA and draft
+    #: paths, volumes, LoRAAdapters, ...; :mod:`modelseal.operator.served_weights`), with a warning
+    allow_unattested_weight_paths: bool = False
 
     @property
     def trusted_keys_ref(self) -> str:
@@ -212,6 +217,7 @@ class OperatorSettings:
         allow_plain_http_sources: bool = False,
         publisher_signing_key_secret: str | None = None,
         discover_image_attestations: bool = False,
+        allow_unattested_weight_paths: bool = False,
     ) -> OperatorSettings:
         """Validate the flags as LLMKube does, plus modelseal's own.
 
@@ -238,6 +244,10 @@ class OperatorSettings:
                 "--model-attestation-trusted-keys must be namespace/name when --model-attestation is warn"
                 ' or enforce (got "")'
             )
+        if allow_unattested_weight_paths and admission_webhook is None:
+            raise UsageError(
+                "--allow-unattested-weight-paths needs --admission-webhook (it is what it allows)"
+            )
         signing = parse_signing_secret(publisher_signing_key_secret, parsed_mode)
         if signing is not None and signing == keys:  # its keys would admit images as the publisher's
             raise UsageError(
@@ -259,6 +269,7 @@ class OperatorSettings:
             allow_plain_http_sources=allow_plain_http_sources,
             publisher_signing=signing,
             discover_image_attestations=discover_image_attestations,
+            allow_unattested_weight_paths=allow_unattested_weight_paths,
         )
 
 
