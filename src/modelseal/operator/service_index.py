@@ -29,6 +29,15 @@ class ServiceIndex:
 
     def __init__(self) -> None:
         self._services: dict[ServiceKey, ServedWeights] = {}
+        self._users: dict[tuple[str, str], set[str]] = {}  # (namespace, Model) -> InferenceServices
+
+    def _unlink(self, key: ServiceKey) -> None:
+        old = self._services.pop(key, None)
+        for model in old.names(key[0]) if old is not None else ():
+            users = self._users.get((key[0], model), set())
+            users.discard(key[1])
+            if not users:
+                self._users.pop((key[0], model), None)
 
     def __len__(self) -> int:
         return len(self._services)
@@ -41,11 +50,15 @@ class ServiceIndex:
         key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
         weights = inference_service_weights(body, key[0])
         changed = self._services.get(key) != weights
-        self._services[key] = weights
+        if changed:
+            self._unlink(key)
+            self._services[key] = weights
+            for model in weights.names(key[0]):
+                self._users.setdefault((key[0], model), set()).add(key[1])
         return key, changed
 
     def forget(self, namespace: str, name: str) -> None:
-        self._services.pop((namespace, name), None)
+        self._unlink((namespace, name))
 
     def lookup(self, namespace: str, name: str) -> ServedWeights | None:
         """What the InferenceService brings (None: the operator has not seen it)."""
@@ -53,8 +66,4 @@ class ServiceIndex:
 
     def using(self, namespace: str, model: str) -> list[str]:
         """The InferenceServices in ``namespace`` that name the Model ``model``, sorted."""
-        return sorted(
-            name
-            for (ns, name), weights in self._services.items()
-            if ns == namespace and model in weights.names(namespace)
-        )
+        return sorted(self._users.get((namespace, model), ()))
