@@ -78,7 +78,7 @@ def test_the_crd_schema_covers_every_field_the_operator_reads_or_writes(field: s
 def test_the_crd_keeps_every_field_of_status_prefetchoci() -> None:
     """A field the schema leaves out is pruned by the API server: jobUid must survive, or a restart
     would no longer believe the operator's own Jobs."""
-    from modelseal.operator.publication import Publication
+    from modelseal.operator.prefetch.publication import Publication
 
     written = Publication("Succeeded", "sha256:f", 1, "j", "oci://r/m@sha256:" + "a" * 64, ("m",), "m", "uid")
     for key in written.to_status():
@@ -164,7 +164,7 @@ def test_example_model_is_attested_by_the_example_keys() -> None:
     from datetime import UTC, datetime
 
     from modelseal.attest.verdict import Mode
-    from modelseal.operator.gate import ConfigMapRead, evaluate_gate
+    from modelseal.operator.decide.gate import ConfigMapRead, evaluate_gate
     from modelseal.operator.settings import OperatorSettings
 
     keys = documents(DEPLOY / "example" / "trusted-keys.yaml")[0]

@@ -15,7 +15,7 @@ import yaml
 
 from modelseal.attest.verdict import Mode
 from modelseal.cli import build_parser
-from modelseal.operator.gate import ConfigMapRead, evaluate_gate
+from modelseal.operator.decide.gate import ConfigMapRead, evaluate_gate
 from modelseal.operator.settings import OperatorSettings, StatusMode
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -115,7 +115,7 @@ def test_llmkube_has_no_crd_writes_conditions_and_serves_the_webhook() -> None:
         [rule] = hooks[name]["rules"]
         assert rule["apiGroups"] == ["inference.llmkube.dev"] and rule["resources"] == [resource]
         assert rule["operations"] == ["CREATE", "UPDATE"] and "objectSelector" not in hooks[name]
-    from modelseal.operator.webhook import PATHS
+    from modelseal.operator.admission.webhook import PATHS
 
     assert {h["clientConfig"]["service"]["path"] for h in hooks.values()} == {f"/{p}" for p in PATHS}
     assert not settings.allow_unattested_weight_paths  # refused in enforce until an operator opts in

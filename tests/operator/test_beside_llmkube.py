@@ -16,9 +16,9 @@ from typing import Any
 
 import httpx
 
-from modelseal.operator.admission import MODEL_LABEL
+from modelseal.operator.admission.decision import MODEL_LABEL
+from modelseal.operator.admission.webhook import make_self_signed
 from modelseal.operator.settings import StatusMode, WebhookSettings
-from modelseal.operator.webhook import make_self_signed
 from tests.operator.cluster import (
     CONFIGMAPS,
     ENFORCE,

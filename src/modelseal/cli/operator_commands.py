@@ -130,7 +130,7 @@ def run_cmd(args: argparse.Namespace) -> int:
     )
     if not 0 <= args.metrics_port <= 65535:
         raise UsageError("--metrics-port must be between 0 and 65535")
-    from modelseal.operator.cluster_access import find_cluster
+    from modelseal.operator.kube.cluster_access import find_cluster
 
     cluster = find_cluster()  # before kopf, whose login would log tracebacks and retry
     logging.getLogger("modelseal").setLevel(logging.INFO)

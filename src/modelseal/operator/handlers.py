@@ -15,11 +15,11 @@ from typing import Any
 
 import kopf
 
-from modelseal.operator.kube import KubeApi
-from modelseal.operator.publish_job import MANAGED_BY
+from modelseal.operator.admission.webhook import serve as serve_webhook
+from modelseal.operator.kube.api import KubeApi
+from modelseal.operator.prefetch.job import MANAGED_BY
 from modelseal.operator.reconciler import Reconciler
 from modelseal.operator.settings import GROUP, PLURAL, SERVICES, VERSION
-from modelseal.operator.webhook import serve as serve_webhook
 
 __all__ = ["build_registry", "configure"]
 

@@ -23,18 +23,18 @@ from typing import Any
 
 from modelseal.attest.verdict import Mode
 from modelseal.errors import KubeError
-from modelseal.operator.admission import ModelVerdict
-from modelseal.operator.eviction import Evictions
-from modelseal.operator.gate import ConfigMapRead, GateOutcome, referenced_configmap
-from modelseal.operator.judgement import generation_of, unexpected
-from modelseal.operator.kube import KubeApi
+from modelseal.operator.admission.decision import ModelVerdict
+from modelseal.operator.admission.eviction import Evictions
+from modelseal.operator.admission.service_index import ServiceIndex
+from modelseal.operator.decide.gate import ConfigMapRead, GateOutcome, referenced_configmap
+from modelseal.operator.decide.judgement import generation_of, unexpected
+from modelseal.operator.decide.verdict_cache import VerdictCache
+from modelseal.operator.kube.api import KubeApi
 from modelseal.operator.metrics import OperatorMetrics
 from modelseal.operator.model_judge import ModelJudge
-from modelseal.operator.model_status import ModelStatus
-from modelseal.operator.publication import FAILED
-from modelseal.operator.service_index import ServiceIndex
+from modelseal.operator.prefetch.publication import FAILED
 from modelseal.operator.settings import OperatorSettings
-from modelseal.operator.verdict_cache import VerdictCache
+from modelseal.operator.status.model_status import ModelStatus
 
 __all__ = ["ModelKey", "Reconciler"]
 

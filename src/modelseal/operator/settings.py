@@ -8,12 +8,12 @@ from datetime import timedelta
 from pathlib import Path
 
 from modelseal import __version__
-from modelseal.attest.policy import TrustPolicy, load_policy
+from modelseal.attest.policy.trust import TrustPolicy, load_policy
 from modelseal.attest.verdict import Mode
 from modelseal.durations import parse_max_age
 from modelseal.errors import InputError, UsageError
-from modelseal.operator.names import check_label, check_subdomain
-from modelseal.operator.source_image import RegistryAccess
+from modelseal.operator.kube.names import check_label, check_subdomain
+from modelseal.operator.sources.source_image import RegistryAccess
 
 __all__ = [
     "DEFAULT_PUBLISHER_IMAGE",
@@ -98,7 +98,7 @@ def parse_signing_secret(text: str | None, mode: Mode) -> tuple[str, str] | None
 
 
 class StatusMode(enum.Enum):
-    """How much of a Model's status modelseal writes (see :mod:`modelseal.operator.status_modes`)."""
+    """How much of a Model's status modelseal writes (see :mod:`modelseal.operator.status.modes`)."""
 
     FULL = "full"
     CONDITIONS = "conditions"
@@ -174,13 +174,13 @@ class OperatorSettings:
     evict_on_revoke: bool = False
     #: prefetchOCI Jobs may download ``http://`` sources (labs only: nothing protects the bytes in transit)
     allow_plain_http_sources: bool = False
-    #: (namespace, name): the Secret whose ``signing.key`` publication Jobs sign with, and the
-    #: ConfigMap whose ``*.pub`` entries admit what they signed (:mod:`modelseal.operator.attached_gate`)
+    #: (namespace, name): the Secret whose ``signing.key`` publication Jobs sign with, and the ConfigMap
+    #: whose ``*.pub`` entries admit what they signed (:mod:`modelseal.operator.decide.attached_gate`)
     publisher_signing: tuple[str, str] | None = None
     #: admit a pinned ``oci://`` Model without ``spec.attestation`` by an attestation attached to its image
     discover_image_attestations: bool = False
     #: ``--allow-unattested-weight-paths``: the webhook admits weights no Model attests (LoRA and draft
-    #: paths, volumes, LoRAAdapters, ...; :mod:`modelseal.operator.served_weights`), with a warning
+    #: paths, volumes, LoRAAdapters, ...; :mod:`modelseal.operator.admission.served_weights`), with a warning
     allow_unattested_weight_paths: bool = False
 
     @property
