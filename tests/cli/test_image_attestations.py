@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from modelseal.attest.image_predicate import IMAGE_PREDICATE_TYPE
+from modelseal.attest.socair.image_predicate import IMAGE_PREDICATE_TYPE
 from tests.cli.conftest import Run
 from tests.conftest import TESTDATA
 from tests.publish.helpers import file_layer, push_crafted, skopeo
@@ -344,11 +344,11 @@ def test_verify_image_says_how_many_attestations_it_skipped(
 ) -> None:
     """Forty untrusted attestations attached before the trusted one: it is read first and admits, and the
     output says how many of those listed were skipped (text and --json); refused, the error says it too."""
-    from modelseal.attest.private_keys import generate_key
-    from modelseal.attest.sign import sign_payload
-    from modelseal.publish.image_attestations import read_subject
-    from modelseal.publish.reference import parse_reference
-    from modelseal.publish.registry import RegistryClient
+    from modelseal.attest.signing.private_keys import generate_key
+    from modelseal.attest.signing.sign import sign_payload
+    from modelseal.publish.referrers.attestations import read_subject
+    from modelseal.publish.registry.client import RegistryClient
+    from modelseal.publish.registry.reference import parse_reference
     from tests.publish.helpers import push_artifact, set_referrers_index
 
     key, pub = keys(cli, tmp_path)

@@ -100,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _unpinned(message: str, argv: Sequence[str]) -> str:
     """``message`` with every argument that carries a PIN (``pin-value=`` in a signer URI given where
     no ``--key`` is taken, so argparse quotes it back) cut to the form a message may show."""
-    from modelseal.attest.signer_uris import pin_attributes, shown
+    from modelseal.attest.signing.signer_uris import pin_attributes, shown
 
     for arg in sorted(argv, key=len, reverse=True):
         if pin_attributes(arg):
