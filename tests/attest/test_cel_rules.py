@@ -133,3 +133,19 @@ def test_undeclared_variables_are_a_programming_error() -> None:
 
 def test_the_limit_is_on_characters() -> None:
     assert compile_rule(" " * (MAX_RULE_CHARS - 4) + "true").source.endswith("true")
+
+
+def test_a_huge_predicate_is_judged_within_its_bound() -> None:
+    """A predicate as large as an envelope allows: a plain rule over it answers; a costly one is stopped."""
+    big = {"l": list(range(1_000_000)), "s": "x" * 4_000_000}
+    start = time.monotonic()
+    plain, costly = evaluate_rules(
+        [
+            (compile_rule("size(predicate.l) == 1000000 && size(predicate.s) > 0"), variables(big)),
+            (compile_rule("predicate.l.map(x, predicate.s + string(x)).size() > 0"), variables(big)),
+        ],
+        seconds=2.0,
+    )
+    assert plain.outcome == "true"
+    assert costly.outcome == "error"
+    assert time.monotonic() - start < 30
