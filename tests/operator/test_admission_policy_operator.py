@@ -171,6 +171,6 @@ def test_a_configmap_policy_reads_only_its_own_entries(trust: str, message: str)
     read = ConfigMapRead(
         {"policy.yaml": text, "release.pub": RELEASE.public_pem(), "builder.pub": BUILDER.public_pem()}
     )
-    with pytest.raises(PolicyFileError, match="require.0: trust: ") as e:
+    with pytest.raises(PolicyFileError, match=r"require\.0: trust: ") as e:
         configmap_admission_policy(read, "admission policy ConfigMap ml/p")
     assert message in e.value.message

@@ -141,6 +141,7 @@ def _run_child(jobs: Sequence[tuple[Rule, dict[str, Any]]], seconds: float) -> l
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             close_fds=True,
+            env={},  # nothing of the caller's environment (a CI's signing key) reaches the child
         )
     assert child.stdout is not None
     results: list[RuleResult] = []
