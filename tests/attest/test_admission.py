@@ -268,3 +268,17 @@ def test_the_json_lists_each_requirement(keys: dict[str, Any]) -> None:
         ("clean-ml-bom", "rule_false", False),
     ]
     json.dumps(listed)
+
+
+def test_a_refusal_of_many_requirements_stays_one_bounded_line(keys: dict[str, Any]) -> None:
+    entries = "".join(
+        f"  - name: {'r' * 150}{i}\n    predicateType: https://example.com/{'t' * 500}/{i}\n"
+        "    trust: {keys: [{file: release.pub}]}\n"
+        for i in range(64)
+    )
+    result = judge(policy(keys, f"apiVersion: modelseal.dev/v1\nkind: AdmissionPolicy\nrequire:\n{entries}"))
+    message = result.verdict.message
+    assert message.startswith("attestation not admitted by policy: 64 of 64 requirement(s) not met:")
+    assert message.endswith("; and 56 more (--json lists them)")
+    assert len(message) < 8 * 600
+    assert len(result.requirements) == 64 and all(len(r.message) > 500 for r in result.requirements)

@@ -34,6 +34,10 @@ from modelseal.text import printable
 
 __all__ = ["AdmissionResult", "Candidate", "Outcome", "RequirementResult", "judge_admission"]
 
+#: the one-line refusal names at most this many requirements, each message cut to MAX_MESSAGE
+#: characters, so it fits a Model's condition; ``--json`` lists every one in full
+MAX_LISTED = 8
+MAX_MESSAGE = 400
 #: one envelope's verdict under one requirement's trust (the image check adds its file binding)
 Check = Callable[[Envelope, TrustPolicy], Verdict]
 
@@ -218,6 +222,10 @@ def _result(
     )
 
 
+def _shortened(text: str) -> str:
+    return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 3] + "..."
+
+
 def _verdict(results: Sequence[RequirementResult], judged: int) -> Verdict:
     unmet = [r for r in results if r.outcome is not Outcome.MET]
     if not unmet:
@@ -226,7 +234,12 @@ def _verdict(results: Sequence[RequirementResult], judged: int) -> Verdict:
             reason=Reason.ADMITTED,
             message=f"admission policy met: {len(results)} requirement(s) by {judged} attestation(s) judged",
         )
-    text = "; ".join(f'requirement "{printable(r.name)}" {r.outcome.value}: {r.message}' for r in unmet)
+    text = "; ".join(
+        f'requirement "{printable(r.name)}" {r.outcome.value}: {_shortened(r.message)}'
+        for r in unmet[:MAX_LISTED]
+    )
+    if len(unmet) > MAX_LISTED:
+        text += f"; and {len(unmet) - MAX_LISTED} more (--json lists them)"
     return Verdict(
         admitted=False,
         reason=Reason.REQUIREMENT_NOT_MET,
