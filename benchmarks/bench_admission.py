@@ -25,12 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import machine, measure
-from modelseal.attest.admission import Candidate, judge_admission
-from modelseal.attest.admission_policy import AdmissionPolicy, load_any_policy
-from modelseal.attest.cel_rules import evaluate_rules
-from modelseal.attest.private_keys import SigningKey, generate_key, write_key_pair
-from modelseal.attest.sign import make_statement, sign_payload
-from modelseal.attest.verifier import ExpectedDigest
+from modelseal.attest.policy.admission import Candidate, judge_admission
+from modelseal.attest.policy.admission_policy import AdmissionPolicy, load_any_policy
+from modelseal.attest.policy.cel_rules import evaluate_rules
+from modelseal.attest.signing.private_keys import SigningKey, generate_key, write_key_pair
+from modelseal.attest.signing.sign import make_statement, sign_payload
+from modelseal.attest.socair.verifier import ExpectedDigest
 
 DIGEST = "ab" * 32
 NOW = datetime(2026, 12, 1, tzinfo=UTC)

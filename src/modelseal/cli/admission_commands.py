@@ -17,8 +17,8 @@ from modelseal.errors import Error, InputError, UsageError
 from modelseal.text import printable
 
 if TYPE_CHECKING:
-    from modelseal.attest.admission import AdmissionResult, Candidate
-    from modelseal.attest.admission_policy import AdmissionPolicy
+    from modelseal.attest.policy.admission import AdmissionResult, Candidate
+    from modelseal.attest.policy.admission_policy import AdmissionPolicy
 
 __all__ = ["envelope_paths", "verify_admission"]
 
@@ -41,8 +41,8 @@ def _refuse_trust_flags(args: argparse.Namespace) -> None:
 
 
 def _candidates(paths: list[str]) -> list[Candidate]:
-    from modelseal.attest.admission import Candidate
-    from modelseal.attest.envelope import MAX_ENVELOPE_BYTES
+    from modelseal.attest.dsse.envelope import MAX_ENVELOPE_BYTES
+    from modelseal.attest.policy.admission import Candidate
     from modelseal.files import read_limited
 
     if paths.count("-") > 1:
@@ -58,9 +58,9 @@ def _candidates(paths: list[str]) -> list[Candidate]:
 
 def verify_admission(args: argparse.Namespace, policy: AdmissionPolicy, now: datetime) -> int:
     """Judge the attestations by ``policy``; print the outcome of each requirement."""
-    from modelseal.attest.admission import judge_admission
+    from modelseal.attest.policy.admission import judge_admission
+    from modelseal.attest.socair.verifier import ExpectedDigest
     from modelseal.attest.verdict import Mode
-    from modelseal.attest.verifier import ExpectedDigest
     from modelseal.cli import render
 
     _refuse_trust_flags(args)
@@ -89,15 +89,16 @@ def verify_admission(args: argparse.Namespace, policy: AdmissionPolicy, now: dat
 def _judge_image(
     args: argparse.Namespace, policy: AdmissionPolicy, now: datetime, paths: list[str]
 ) -> tuple[AdmissionResult, dict[str, Any]]:
-    from modelseal.attest.admission import AdmissionResult
+    from modelseal.attest.policy.admission import AdmissionResult
     from modelseal.attest.verdict import Reason, Verdict
-    from modelseal.cli.image_commands import _client, _warn_tag, image_reference
-    from modelseal.publish.image_admission import judge_image_admission
-    from modelseal.publish.image_attestations import AttachedImage, read_attached, read_subject
+    from modelseal.cli.image_commands import _warn_tag, image_reference
+    from modelseal.cli.registry_access import registry_client
+    from modelseal.publish.referrers.attestations import AttachedImage, read_attached, read_subject
+    from modelseal.publish.referrers.image_admission import judge_image_admission
 
     ref = image_reference(args.image, "--image")
     try:
-        with _client(ref, args, push=False) as client:
+        with registry_client(ref, args, push=False) as client:
             if paths:
                 info, subject = read_subject(client, ref)
                 image = ref.pinned(subject.digest).oci

@@ -24,7 +24,7 @@ def register(commands: Any) -> None:
     bom.add_argument("--source", metavar="URL", help="where the model comes from (default for an image: it)")
     bom.add_argument("--out", metavar="FILE", help="write the BOM here (default: stdout)")
     bom.add_argument("--jobs", type=int, metavar="N", help="files hashed at once (default: cores)")
-    from modelseal.cli.publish_commands import registry_options
+    from modelseal.cli.registry_access import registry_options
 
     registry_options(bom)
     bom.set_defaults(handler=bom_cmd)
@@ -45,12 +45,13 @@ def _folder(args: argparse.Namespace) -> tuple[str, str, list[Any], str | None]:
 
 def _image(args: argparse.Namespace) -> tuple[str, str, list[Any], str | None]:
     from modelseal.attest.bom import BomFile
-    from modelseal.cli.image_commands import _client, _warn_tag, image_reference
-    from modelseal.publish.contents import served_files
-    from modelseal.publish.image_attestations import read_subject
+    from modelseal.cli.image_commands import _warn_tag, image_reference
+    from modelseal.cli.registry_access import registry_client
+    from modelseal.publish.image.contents import served_files
+    from modelseal.publish.referrers.attestations import read_subject
 
     ref = image_reference(args.target, "bom")
-    with _client(ref, args, push=False) as client:
+    with registry_client(ref, args, push=False) as client:
         info, subject = read_subject(client, ref)
         served_files(client, info)  # every layer's bytes must hash as its annotations say
     _warn_tag(ref, subject.digest, "described")
