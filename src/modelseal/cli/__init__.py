@@ -23,6 +23,7 @@ sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
 from modelseal import __version__  # noqa: E402 - after the line above, before anything imports httpx
 from modelseal.cli import (  # noqa: E402
     attest_commands,
+    bom_commands,
     operator_commands,
     publish_commands,
     stage_commands,
@@ -90,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     attest_commands.register(commands)
     verify_commands.register(commands)
     attest_commands.register_digest(commands)
+    bom_commands.register(commands)
     publish_commands.register(commands)
     stage_commands.register_stage(commands)
     operator_commands.register(commands)
