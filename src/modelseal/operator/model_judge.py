@@ -119,7 +119,8 @@ class ModelJudge:
         (one for want of trusted or publisher keys does not: reading the registry again cannot heal it)."""
         if self.settings.admits_by_policy:  # the admission policy alone decides
             policy_read = await self._shared(self.settings.admission_policy_ref)
-            read = self.attached.lookup(image, waiter=key, prefer=policy_keyids(self.settings, policy_read))
+            prefer = policy_keyids(self.settings, policy_read)
+            read = self.attached.lookup(image, waiter=key, prefer=prefer)
             outcome = await asyncio.to_thread(
                 evaluate_by_policy, image, self.settings, policy_read=policy_read, read=read, now=now
             )
