@@ -113,8 +113,20 @@ def test_rbac_is_least_privilege() -> None:
         assert binding["subjects"][0]["name"] == account["metadata"]["name"]
     bound = {b["roleRef"]["name"] for b in by_kind("ClusterRoleBinding")}
     assert bound == {r["metadata"]["name"] for r in by_kind("ClusterRole")}
-    [evict] = roles.values()  # --evict-on-revoke, in the llmkube overlay only
-    assert evict["rules"] == [{"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]}]
+    # in the llmkube overlay only: --evict-on-revoke, and the InferenceServices the webhook and
+    # eviction judge Pods through (read, and only what a watch needs)
+    assert {name: role["rules"] for name, role in roles.items()} == {
+        "modelseal-operator-evict": [
+            {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]}
+        ],
+        "modelseal-operator-services": [
+            {
+                "apiGroups": ["inference.llmkube.dev"],
+                "resources": ["inferenceservices"],
+                "verbs": ["list", "watch"],
+            }
+        ],
+    }
 
 
 def test_deployment_runs_the_enforcing_operator() -> None:

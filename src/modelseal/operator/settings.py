@@ -8,11 +8,12 @@ from datetime import timedelta
 from pathlib import Path
 
 from modelseal import __version__
-from modelseal.attest.policy.policy_file import load_policy
+from modelseal.attest.policy.admission_policy import AdmissionPolicy
 from modelseal.attest.policy.trust import TrustPolicy
 from modelseal.attest.verdict import Mode
 from modelseal.durations import parse_max_age
 from modelseal.errors import InputError, UsageError
+from modelseal.operator.decide.policy_source import parse_policy_flag
 from modelseal.operator.kube.names import check_label, check_subdomain
 from modelseal.operator.sources.source_image import RegistryAccess
 
@@ -20,6 +21,7 @@ __all__ = [
     "DEFAULT_PUBLISHER_IMAGE",
     "GROUP",
     "PLURAL",
+    "SERVICES",
     "VERSION",
     "OperatorSettings",
     "StatusMode",
@@ -33,6 +35,7 @@ __all__ = [
 GROUP = "inference.llmkube.dev"
 VERSION = "v1alpha1"
 PLURAL = "models"
+SERVICES = "inferenceservices"
 DEFAULT_PUBLISHER_IMAGE = f"modelseal:{__version__}"
 
 
@@ -178,6 +181,12 @@ class OperatorSettings:
     publisher_signing: tuple[str, str] | None = None
     #: admit a pinned ``oci://`` Model without ``spec.attestation`` by an attestation attached to its image
     discover_image_attestations: bool = False
+    #: judge such a Model by an admission policy instead: a file's, or the ConfigMap (namespace, name)'s
+    admission_policy: AdmissionPolicy | None = None
+    admission_policy_ref: tuple[str, str] | None = None
+    #: ``--allow-unattested-weight-paths``: the webhook admits weights no Model attests (LoRA and draft
+    #: paths, volumes, LoRAAdapters, ...; :mod:`modelseal.operator.admission.served_weights`), with a warning
+    allow_unattested_weight_paths: bool = False
 
     @property
     def trusted_keys_ref(self) -> str:
@@ -188,8 +197,13 @@ class OperatorSettings:
     def discovers(self) -> bool:
         """Whether attestations attached to a Model's image are looked for (either flag)."""
         return self.mode is not Mode.OFF and (
-            self.discover_image_attestations or self.publisher_signing is not None
+            self.discover_image_attestations or self.publisher_signing is not None or self.admits_by_policy
         )
+
+    @property
+    def admits_by_policy(self) -> bool:
+        """Whether an admission policy (a file's or a ConfigMap's) judges what is attached to an image."""
+        return self.admission_policy is not None or self.admission_policy_ref is not None
 
     @classmethod
     def from_flags(
@@ -213,6 +227,7 @@ class OperatorSettings:
         allow_plain_http_sources: bool = False,
         publisher_signing_key_secret: str | None = None,
         discover_image_attestations: bool = False,
+        allow_unattested_weight_paths: bool = False,
     ) -> OperatorSettings:
         """Validate the flags as LLMKube does, plus modelseal's own.
 
@@ -230,14 +245,26 @@ class OperatorSettings:
             raise UsageError(f"--recheck-interval: {e}") from None
         if recheck < timedelta(seconds=10):
             raise UsageError("--recheck-interval must be at least 10s")
-        policy = load_policy(policy_file) if policy_file else None
-        keys = parse_trusted_keys(trusted_keys, parsed_mode) if (trusted_keys or not policy) else None
+        loaded, admission_ref = parse_policy_flag(policy_file, parsed_mode)
+        admission = loaded if isinstance(loaded, AdmissionPolicy) else None
+        policy = loaded if isinstance(loaded, TrustPolicy) else None
+        judged_by = policy or admission or admission_ref
+        keys = parse_trusted_keys(trusted_keys, parsed_mode) if (trusted_keys or not judged_by) else None
         if discover_image_attestations and parsed_mode is Mode.OFF:
             raise UsageError("--discover-image-attestations needs --model-attestation warn or enforce")
-        if parsed_mode is not Mode.OFF and keys is None and policy is None:
+        if (
+            parsed_mode is not Mode.OFF
+            and keys is None
+            and policy is None
+            and not (admission or admission_ref)
+        ):
             raise UsageError(
                 "--model-attestation-trusted-keys must be namespace/name when --model-attestation is warn"
                 ' or enforce (got "")'
+            )
+        if allow_unattested_weight_paths and admission_webhook is None:
+            raise UsageError(
+                "--allow-unattested-weight-paths needs --admission-webhook (it is what it allows)"
             )
         signing = parse_signing_secret(publisher_signing_key_secret, parsed_mode)
         if signing is not None and signing == keys:  # its keys would admit images as the publisher's
@@ -260,6 +287,9 @@ class OperatorSettings:
             allow_plain_http_sources=allow_plain_http_sources,
             publisher_signing=signing,
             discover_image_attestations=discover_image_attestations,
+            admission_policy=admission,
+            admission_policy_ref=admission_ref,
+            allow_unattested_weight_paths=allow_unattested_weight_paths,
         )
 
 

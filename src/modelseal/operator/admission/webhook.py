@@ -1,7 +1,8 @@
 """The validating admission webhook, served by the operator with kopf's HTTPS server.
 
-Two paths, ``/validate-pods`` and ``/validate-inferenceservices``, answer
-AdmissionReviews from the verdicts the reconciler keeps in memory (see
+Three paths, ``/validate-pods``, ``/validate-inferenceservices`` and
+``/validate-loraadapters``, answer AdmissionReviews from the verdicts the
+reconciler keeps in memory and the InferenceServices it watched (see
 :mod:`modelseal.operator.admission.decision`): no API call per request. The
 certificate comes from files (cert-manager's Secret, mounted; kopf reloads it
 when the files change) or, when none is given, is made at start: a
@@ -26,13 +27,13 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from modelseal.attest.verdict import Mode
-from modelseal.operator.admission.decision import VerdictLookup, review_response
+from modelseal.operator.admission.decision import ServiceLookup, VerdictLookup, review_response
 from modelseal.operator.settings import WebhookSettings
 
 __all__ = ["PATHS", "make_self_signed", "serve"]
 
 _logger = logging.getLogger(__name__)
-PATHS = ("validate-pods", "validate-inferenceservices")
+PATHS = ("validate-pods", "validate-inferenceservices", "validate-loraadapters")
 SELF_SIGNED_DAYS = 365
 
 
@@ -87,15 +88,27 @@ async def serve(
     settings: WebhookSettings,
     mode: Callable[[], Mode],
     lookup: VerdictLookup,
+    services: ServiceLookup | None = None,
     *,
+    allow_weight_paths: bool = False,
     on_listening: Callable[[], None] | None = None,
 ) -> None:
-    """Serve the webhook until cancelled (restarting when the certificate files change)."""
+    """Serve the webhook until cancelled (restarting when the certificate files change).
+
+    ``services`` finds a Pod's InferenceService (None: none is known, so a Pod labelled
+    with one is denied in enforce mode); ``allow_weight_paths`` is
+    ``--allow-unattested-weight-paths``.
+    """
+
+    def unknown(_namespace: str, _name: str) -> None:
+        return None
 
     async def answer(review: Any, *, webhook: str | None = None, **_: Any) -> Any:
         if webhook not in PATHS:  # the API server calls only the registered paths: refuse the rest
-            return review_response(review, Mode.ENFORCE, lambda _ns, _name: None)
-        return review_response(review, mode(), lookup)
+            return review_response(review, Mode.ENFORCE, unknown, unknown)
+        return review_response(
+            review, mode(), lookup, services or unknown, allow_weight_paths=allow_weight_paths
+        )
 
     async for _config in _server(settings)(answer):  # type: ignore[arg-type]
         _logger.info("admission webhook listening on %s:%d", settings.host, settings.port)

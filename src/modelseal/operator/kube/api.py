@@ -186,16 +186,16 @@ class KubeApi(KubeClient):
         """
         return await self._object(api_path(_MODELS, namespace, PLURAL, name), f"Model {namespace}/{name}")
 
-    async def list_model_pods(self, namespace: str, model: str) -> list[dict[str, Any]]:
-        """The Pods labelled as running ``model`` (LLMKube's ``inference.llmkube.dev/model``).
+    async def list_labelled_pods(self, namespace: str, label: str, value: str) -> list[dict[str, Any]]:
+        """The Pods whose ``label`` is ``value``: LLMKube's ``inference.llmkube.dev/model`` (a Model)
+        or ``inference.llmkube.dev/service`` (an InferenceService); the value is checked as a name.
 
         Raises:
             KubeError: the API refused or failed.
         """
-        check_subdomain(model, "Model name")
-        return await self._pods(
-            namespace, f"inference.llmkube.dev/model={model}", f"Model {namespace}/{model}"
-        )
+        what = "Model" if label.endswith("/model") else "InferenceService"
+        check_subdomain(value, f"{what} name")
+        return await self._pods(namespace, f"{label}={value}", f"{what} {namespace}/{value}")
 
     async def evict_pod(self, namespace: str, name: str) -> bool:
         """Evict a Pod through the Eviction API (PodDisruptionBudgets hold); False when one refused.
