@@ -81,10 +81,12 @@ def register(commands: Any) -> None:
 
 def _policy(args: argparse.Namespace) -> TrustPolicy | AdmissionPolicy:
     from modelseal.attest.dsse.keys import Keyring
-    from modelseal.attest.policy.admission_policy import AdmissionPolicy, load_any_policy
     from modelseal.attest.policy.trust import TrustPolicy
 
     if args.policy:
+        # the policy file's models only when a file is given: a plain verify never imports them
+        from modelseal.attest.policy.admission_policy import AdmissionPolicy, load_any_policy
+
         policy = load_any_policy(args.policy)
         if isinstance(policy, AdmissionPolicy):
             return policy
