@@ -33,6 +33,7 @@ from modelseal.attest.verifier import ExpectedDigest, evaluate
 from modelseal.errors import RegistryError
 from modelseal.publish.attached_envelopes import FoundEnvelope, fetch_envelopes
 from modelseal.publish.contents import describe, served_files
+from modelseal.publish.modelpack_read import served_info, signed_as_held
 from modelseal.publish.reference import ImageReference
 from modelseal.publish.referrers import Subject
 from modelseal.publish.registry import RegistryClient
@@ -136,6 +137,8 @@ def sign_image(
         InputError: the image records no files (for the default predicate).
     """
     info, subject = read_subject(client, ref)
+    if predicate_type is None and read_layers and info.get("format") == "modelpack":
+        info = served_info(info, served_files(client, info))  # another tool's tar layers record no digest
     name = f"{ref.registry}/{ref.repository}"
     kind = predicate_type or IMAGE_PREDICATE_TYPE
     body = (
@@ -162,6 +165,8 @@ def _bound_files(verdict: Verdict, info: dict[str, Any]) -> tuple[Verdict, list[
         return verdict, []
     listed = predicate_files({"files": verdict.details.get("files")})
     held = [{k: f.get(k) for k in ("path", "sha256", "size", "layer")} for f in info.get("files") or []]
+    if info.get("format") == "modelpack":
+        held = signed_as_held(listed, held)
     if listed != held:
         message = (
             f"attestation does not verify: it lists {len(listed)} file(s) the image's manifest does not"
