@@ -72,6 +72,13 @@ def register(commands: Any) -> None:
     attest.add_argument(
         "--attach", action="store_true", help="for an image: push the envelope beside it as an OCI referrer"
     )
+    attest.add_argument(
+        "--bundle",
+        action="store_true",
+        help="for an image: a Sigstore bundle (v0.3, one key, no transparency log) rather than a bare"
+        " envelope; --attach pushes it as cosign does (artifactType"
+        " application/vnd.dev.sigstore.bundle.v0.3+json)",
+    )
     registry_options(attest)
     attest.set_defaults(handler=attest_cmd)
 
@@ -156,10 +163,11 @@ def attest_cmd(args: argparse.Namespace) -> int:
     from modelseal.attest.sign import make_statement, sign_payload
     from modelseal.attest.signers import load_signer
 
-    if not any(is_image(p) for p in args.paths) and (args.attach or not args.predicate_type):
-        raise UsageError(
-            "--attach is for an image (oci://...)" if args.attach else "files need --predicate-type"
-        )
+    if not any(is_image(p) for p in args.paths) and (args.attach or args.bundle or not args.predicate_type):
+        flag = "--attach" if args.attach else "--bundle" if args.bundle else None
+        raise UsageError(f"{flag} is for an image (oci://...)" if flag else "files need --predicate-type")
+    if args.bundle and len(args.key) != 1:
+        raise UsageError("--bundle: a Sigstore bundle carries one signature; give one --key")
     keys = [load_signer(k) for k in args.key]
     predicate: Any = {}
     if args.predicate:

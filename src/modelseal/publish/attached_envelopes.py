@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import hashlib
 import re
-import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
 from modelseal.errors import RegistryError, VerificationError
 from modelseal.publish import layout
+from modelseal.publish.bundle_referrers import BUNDLE_ARTIFACT_TYPE
 from modelseal.publish.referrers import (
     ARTIFACT_TYPE,
     DIGEST_PATTERN,
@@ -38,6 +38,8 @@ from modelseal.text import printable
 __all__ = ["MAX_ENVELOPES", "FoundEnvelope", "fetch_envelopes", "list_referrers"]
 
 MAX_ENVELOPES = 16  # read at most this many of an image's attestations
+# artifactType -> its one layer's media type: modelseal's DSSE envelopes; Sigstore bundles, cosign's way
+KINDS = {ARTIFACT_TYPE: ENVELOPE_MEDIA_TYPE, BUNDLE_ARTIFACT_TYPE: BUNDLE_ARTIFACT_TYPE}
 MAX_PAGES = 8
 
 
@@ -51,15 +53,15 @@ class FoundEnvelope:
 
 
 def list_referrers(client: RegistryClient, digest: str) -> tuple[list[dict[str, Any]], str, int]:
-    """The first :data:`MAX_ENVELOPES` distinct descriptors of ``digest``'s modelseal attestations,
+    """The first :data:`MAX_ENVELOPES` distinct descriptors of ``digest``'s attestations (:data:`KINDS`),
     how they were found, and how many were listed. Only those are kept, page by page: 8 pages of
     4 MiB list some 300,000 descriptors, about 90 MiB once parsed.
 
     Raises:
         RegistryError: unreachable, refused, or a malformed or oversized list.
     """
-    query = urllib.parse.urlencode({"artifactType": ARTIFACT_TYPE})  # its "+" is not a space
-    path, via, listed = f"/v2/{client.repository}/referrers/{digest}?{query}", VIA_API, 0
+    # two kinds are read, and the API filters by one artifactType at most: the list is filtered here
+    path, via, listed = f"/v2/{client.repository}/referrers/{digest}", VIA_API, 0
     kept: dict[str, dict[str, Any]] = {}  # by digest
     for page in range(MAX_PAGES):
         status, headers, body = client.get_capped(
@@ -72,7 +74,7 @@ def list_referrers(client: RegistryClient, digest: str) -> tuple[list[dict[str, 
             read_tag_index(client, digest) if status == 404 else parse_index(body, f"referrers of {digest}")
         )
         for d in index["manifests"]:
-            if d.get("artifactType") == ARTIFACT_TYPE:
+            if d.get("artifactType") in KINDS:
                 listed += 1
                 if len(kept) < MAX_ENVELOPES:
                     kept.setdefault(d["digest"], d)
@@ -101,15 +103,16 @@ def _artifact_layer(body: bytes, digest: str, subject: str) -> dict[str, Any]:
     if named_digest != subject:
         named_shown = printable(str(named_digest)[:80])  # the registry wrote it: escape its controls
         raise VerificationError(f"{where} refers to {named_shown}, not to the image {subject}")
-    if manifest.get("artifactType") != ARTIFACT_TYPE:
-        raise RegistryError(f"{where}: its artifactType is not {ARTIFACT_TYPE}")
+    kind = manifest.get("artifactType")
+    if not isinstance(kind, str) or kind not in KINDS:
+        raise RegistryError(f"{where}: its artifactType is not {' or '.join(KINDS)}")
     layers = manifest.get("layers")
     if not isinstance(layers, list) or len(layers) != 1 or not isinstance(layers[0], dict):
         raise RegistryError(f"{where}: want exactly one layer, the envelope")
     layer: dict[str, Any] = layers[0]
     size = layer.get("size")
     if (
-        layer.get("mediaType") != ENVELOPE_MEDIA_TYPE
+        layer.get("mediaType") != KINDS[kind]
         or not isinstance(layer.get("digest"), str)
         or not DIGEST_PATTERN.fullmatch(layer["digest"])
         or not isinstance(size, int)
@@ -117,7 +120,7 @@ def _artifact_layer(body: bytes, digest: str, subject: str) -> dict[str, Any]:
         or not 0 <= size <= MAX_ENVELOPE_BYTES
     ):
         raise RegistryError(
-            f"{where}: the layer is not a {ENVELOPE_MEDIA_TYPE} of at most {MAX_ENVELOPE_BYTES} bytes"
+            f"{where}: the layer is not a {KINDS[kind]} of at most {MAX_ENVELOPE_BYTES} bytes"
         )
     return layer
 

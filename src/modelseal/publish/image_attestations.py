@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from modelseal.attest.any_attestation import evaluate_any
 from modelseal.attest.envelope import Envelope
 from modelseal.attest.image_predicate import (
     IMAGE_PREDICATE_TYPE,
@@ -29,7 +30,7 @@ from modelseal.attest.policy import TrustPolicy
 from modelseal.attest.sign import sign_payload
 from modelseal.attest.signers import KeySigner
 from modelseal.attest.verdict import Reason, Verdict
-from modelseal.attest.verifier import ExpectedDigest, evaluate
+from modelseal.attest.verifier import ExpectedDigest
 from modelseal.errors import RegistryError
 from modelseal.publish.attached_envelopes import FoundEnvelope, fetch_envelopes
 from modelseal.publish.contents import describe, served_files
@@ -258,7 +259,7 @@ def verify_image(
     """
 
     def check(data: bytes, policy: TrustPolicy, digest: str) -> Verdict:
-        return evaluate(data, policy, expected=ExpectedDigest(digest), now=now)
+        return evaluate_any(data, policy, expected=ExpectedDigest(digest), now=now)
 
     if envelope is None:
         return judge_attached(read_attached(client, ref), [policy], check)
