@@ -121,3 +121,9 @@ def test_a_role_given_overrides_the_rules(cli: Run, registry: Registry) -> None:
     digest = json.loads(image)["digest"]
     r = cli("publish", "inspect", f"oci://{registry.host}/models/pack@{digest}", "--plain-http", "--json")
     assert [f["role"] for f in json.loads(r.out)["files"]] == ["weight", "weight.config", "doc"]
+
+
+def test_the_sample_model_always_makes_the_same_modelpack(cli: Run, registry: Registry) -> None:
+    """The digest the docs show: a change to the artifact's bytes shows here first."""
+    image = publish(cli, registry.host, "--layers", "raw", "--model-name", "sample")
+    assert image.endswith("@sha256:0c127a9c2b9e5bc912e8bc233d41773e9be41bb248ec9c5ad29687918e74e423")

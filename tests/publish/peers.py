@@ -24,9 +24,11 @@ def peer(name: str) -> str:
     return _build(name)
 
 
-def run(*argv: str, cwd: Path | None = None, ok: bool = True) -> subprocess.CompletedProcess[str]:
+def run(
+    *argv: str, cwd: Path | None = None, ok: bool = True, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """Run a peer's command; with ``ok``, fail the test (showing its output) unless it succeeds."""
-    done = subprocess.run(list(argv), capture_output=True, text=True, timeout=300, cwd=cwd)
+    done = subprocess.run(list(argv), capture_output=True, text=True, timeout=300, cwd=cwd, env=env)
     if ok and done.returncode != 0:
         pytest.fail(f"{' '.join(argv)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
     return done

@@ -10,7 +10,8 @@ the same manifest) and reads both beside its own envelopes
 
 A bundle modelseal writes wraps the signed DSSE envelope with the key method's
 verification material: a public-key hint and no transparency-log entry
-(offline, keys only).
+(offline, keys only); ``cosign verify-attestation --key --insecure-ignore-tlog``
+accepts it.
 """
 
 from __future__ import annotations
@@ -53,6 +54,10 @@ def envelope_bundle(envelope: Envelope, key: PublicKey) -> bytes:
             f"a Sigstore bundle carries one signature, not {len(envelope.signatures)}: sign with one key"
         )
     env = json.loads(envelope.to_json())
+    # the key hint names the key; a DSSE keyid other than its own SSH-style fingerprint makes
+    # go-securesystemslib (under cosign and sigstore-go) skip the signature, so it is left empty,
+    # as model_signing leaves it
+    env["signatures"] = [{**sig, "keyid": ""} for sig in env["signatures"]]
     bundle = {
         "mediaType": BUNDLE_ARTIFACT_TYPE,
         "verificationMaterial": {"publicKey": {"hint": pem_hint(key)}, "tlogEntries": []},
