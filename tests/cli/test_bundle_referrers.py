@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from modelseal.publish.bundle_referrers import BUNDLE_ARTIFACT_TYPE
-from modelseal.publish.referrers import referrers_tag
+from modelseal.publish.referrers.bundles import BUNDLE_ARTIFACT_TYPE
+from modelseal.publish.referrers.store import referrers_tag
 from tests.cli.conftest import Run
 from tests.cli.test_image_attestations import keys, publish
 from tests.publish.helpers import skopeo

@@ -11,9 +11,9 @@ import json
 import os
 from pathlib import Path
 
-from modelseal.attest.image_predicate import IMAGE_PREDICATE_TYPE
-from modelseal.publish.bundle_referrers import BUNDLE_ARTIFACT_TYPE
-from modelseal.publish.referrers import referrers_tag
+from modelseal.attest.socair.image_predicate import IMAGE_PREDICATE_TYPE
+from modelseal.publish.referrers.bundles import BUNDLE_ARTIFACT_TYPE
+from modelseal.publish.referrers.store import referrers_tag
 from tests.cli.conftest import Run
 from tests.cli.test_modelpack_cli import publish
 from tests.publish.helpers import skopeo

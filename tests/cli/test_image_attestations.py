@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from modelseal.attest.image_predicate import IMAGE_PREDICATE_TYPE
+from modelseal.attest.socair.image_predicate import IMAGE_PREDICATE_TYPE
 from tests.cli.conftest import Run
 from tests.conftest import TESTDATA
 from tests.publish.helpers import file_layer, push_crafted, skopeo

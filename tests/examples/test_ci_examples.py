@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from modelseal.attest.private_keys import generate_key, write_key_pair
+from modelseal.attest.signing.private_keys import generate_key, write_key_pair
 from tests.cli.conftest import Run
 from tests.conftest import TESTDATA
 from tests.examples.conftest import CI_USERS, CiWorld

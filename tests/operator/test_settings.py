@@ -117,3 +117,14 @@ def test_image_attestation_flags() -> None:
     assert not signing.discover_image_attestations  # the publisher's keys only: see attached_gate
     discover = OperatorSettings.from_flags(mode="warn", trusted_keys="a/b", discover_image_attestations=True)
     assert discover.discovers and discover.publisher_signing is None
+
+
+def test_unattested_weight_paths_are_refused_unless_the_flag_allows_them() -> None:
+    base = {"mode": "enforce", "trusted_keys": "ns/keys", "admission_webhook": "127.0.0.1:9443"}
+    assert OperatorSettings.from_flags(**base).allow_unattested_weight_paths is False  # type: ignore[arg-type]
+    allowed = OperatorSettings.from_flags(**base, allow_unattested_weight_paths=True)  # type: ignore[arg-type]
+    assert allowed.allow_unattested_weight_paths is True
+    with pytest.raises(UsageError, match="--allow-unattested-weight-paths needs --admission-webhook"):
+        OperatorSettings.from_flags(
+            mode="enforce", trusted_keys="ns/keys", allow_unattested_weight_paths=True
+        )

@@ -8,9 +8,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from modelseal.publish import layout, media_types
-from modelseal.publish.reference import parse_reference
-from modelseal.publish.registry import RegistryClient
+from modelseal.publish.image import layout, media_types
+from modelseal.publish.registry.client import RegistryClient
+from modelseal.publish.registry.reference import parse_reference
 
 Layer = tuple[bytes, str, dict[str, str]]  # blob, media type, annotations
 

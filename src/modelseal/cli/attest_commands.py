@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING, Any
 from modelseal.cli import bundle_commands
 from modelseal.cli.image_commands import attest_image, is_image
 from modelseal.cli.progress import ProgressBar
-from modelseal.cli.publish_commands import registry_options
+from modelseal.cli.registry_access import registry_options
 from modelseal.errors import InputError, KeyFileError, UsageError
 from modelseal.files import read_limited, write_atomic
 from modelseal.text import printable
 
 if TYPE_CHECKING:
-    from modelseal.attest.digest import DirectoryDigest
+    from modelseal.attest.digests.digest import DirectoryDigest
 
 # Commands import what they use when they run, so that `modelseal digest`
 # starts without loading pydantic and the crypto bindings.
@@ -94,7 +94,7 @@ def register_digest(commands: Any) -> None:
 
 def key_gen(args: argparse.Namespace) -> int:
     """``modelseal key gen``."""
-    from modelseal.attest.private_keys import generate_key, valid_issuer, write_key_pair
+    from modelseal.attest.signing.private_keys import generate_key, valid_issuer, write_key_pair
 
     if args.issuer is not None:
         valid_issuer(args.issuer)
@@ -112,7 +112,7 @@ def key_gen(args: argparse.Namespace) -> int:
 
 def hash_path(path: str, jobs: int | None = None) -> tuple[str, DirectoryDigest | None]:
     """Hash a file or directory; for a directory, say on stderr what socair's rules left out."""
-    from modelseal.attest.digest import digest_path, total_size
+    from modelseal.attest.digests.digest import digest_path, total_size
 
     total = total_size(path) if ProgressBar.wanted() else 0  # sizing a directory walks it once more
     with ProgressBar(f"hashing {printable(Path(path).name)}", total) as bar:
@@ -128,10 +128,10 @@ def skipped_json(directory: DirectoryDigest | None) -> dict[str, Any]:
 
 def sign_cmd(args: argparse.Namespace) -> int:
     """``modelseal sign``."""
-    from modelseal.attest import gojson
-    from modelseal.attest.envelope import MAX_ENVELOPE_BYTES
-    from modelseal.attest.sign import sign_report
-    from modelseal.attest.signers import load_signer
+    from modelseal.attest.dsse import gojson
+    from modelseal.attest.dsse.envelope import MAX_ENVELOPE_BYTES
+    from modelseal.attest.signing.sign import sign_report
+    from modelseal.attest.signing.signers import load_signer
 
     if args.format == "oms":
         return bundle_commands.sign_oms(args)
@@ -158,10 +158,10 @@ def sign_cmd(args: argparse.Namespace) -> int:
 
 def attest_cmd(args: argparse.Namespace) -> int:
     """``modelseal attest``."""
-    from modelseal.attest import gojson
-    from modelseal.attest.envelope import MAX_ENVELOPE_BYTES
-    from modelseal.attest.sign import make_statement, sign_payload
-    from modelseal.attest.signers import load_signer
+    from modelseal.attest.dsse import gojson
+    from modelseal.attest.dsse.envelope import MAX_ENVELOPE_BYTES
+    from modelseal.attest.signing.sign import make_statement, sign_payload
+    from modelseal.attest.signing.signers import load_signer
 
     if not any(is_image(p) for p in args.paths) and (args.attach or args.bundle or not args.predicate_type):
         flag = "--attach" if args.attach else "--bundle" if args.bundle else None

@@ -11,39 +11,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from modelseal.cli.progress import ProgressBar, human_bytes
+from modelseal.cli.registry_access import registry_client, registry_options
 from modelseal.cli.result_file import write_result
 from modelseal.errors import InputError, OperationalError, UsageError
 from modelseal.files import write_atomic
 from modelseal.text import printable
 
 if TYPE_CHECKING:
-    from modelseal.attest.signers import KeySigner
-    from modelseal.attest.walk import ModelDir
-    from modelseal.publish.modelpack import ModelPackShape
+    from modelseal.attest.digests.walk import ModelDir
+    from modelseal.attest.signing.signers import KeySigner
+    from modelseal.publish.image.modelpack import ModelPackShape
 
-__all__ = ["register", "registry_options", "say"]
+__all__ = ["register"]
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
-
-
-def registry_options(parser: argparse.ArgumentParser) -> None:
-    """The registry flags every command that talks to a registry takes."""
-    # one spelling per concept across commands (operator run's); the older ones stay as hidden aliases
-    parser.add_argument(
-        "--registry-config",
-        dest="docker_config",
-        metavar="PATH",
-        help="docker config.json with the registry's credentials, or a directory holding one",
-    )
-    parser.add_argument("--docker-config", dest="docker_config", help=argparse.SUPPRESS)
-    parser.add_argument("--plain-http", action="store_true", help="talk HTTP, not HTTPS (local registries)")
-    parser.add_argument(
-        "--registry-ca-file",
-        dest="ca_file",
-        metavar="PEM",
-        help="trust the registry's certificate from this CA bundle",
-    )
-    parser.add_argument("--ca-file", dest="ca_file", help=argparse.SUPPRESS)
 
 
 def register(commands: Any) -> None:
@@ -134,32 +115,11 @@ def register(commands: Any) -> None:
     inspect.set_defaults(handler=inspect_cmd)
 
 
-def _client(ref: Any, args: argparse.Namespace, chunk_mib: int = 512, *, push: bool = True) -> Any:
-    from modelseal.publish.auth import load_docker_config
-    from modelseal.publish.registry import RegistryClient
-
-    credentials = load_docker_config(args.docker_config).credentials_for(ref.registry)
-    return RegistryClient(
-        ref,
-        credentials=credentials,
-        plain_http=args.plain_http,
-        chunk_size=chunk_mib * 2**20,
-        ca_file=args.ca_file,
-        push=push,
-        on_retry=say,
-    )
-
-
-def say(line: str) -> None:
-    """A retry notice: one line on stderr, as it happens."""
-    print(printable(line), file=sys.stderr, flush=True)
-
-
 def publish_cmd(args: argparse.Namespace) -> int:
     """``modelseal publish``."""
-    from modelseal.publish.layout import Platform, layer_length
-    from modelseal.publish.publisher import plan_files, publish
-    from modelseal.publish.reference import parse_reference
+    from modelseal.publish.image.layout import Platform, layer_length
+    from modelseal.publish.image.publisher import plan_files, publish
+    from modelseal.publish.registry.reference import parse_reference
 
     destination = parse_reference(args.image, require="tag")
     reuse = [parse_reference(r, allow_oci_scheme=True) for r in args.reuse_from or []]
@@ -187,7 +147,7 @@ def publish_cmd(args: argparse.Namespace) -> int:
             size = f.source.stat().st_size
             total += shape.length(f.path, size) if shape else layer_length(f.path, size)
     with (
-        _client(destination, args, args.chunk_size_mib) as client,
+        registry_client(destination, args, args.chunk_size_mib) as client,
         ProgressBar("publishing", total, lines=True) as bar,
     ):
         result = publish(
@@ -226,7 +186,7 @@ def publish_cmd(args: argparse.Namespace) -> int:
 
 def _shape(args: argparse.Namespace) -> ModelPackShape | None:
     """``--format modelpack`` and its options; None for an image."""
-    from modelseal.publish.modelpack import ModelPackShape
+    from modelseal.publish.image.modelpack import ModelPackShape
 
     if args.format != "modelpack":
         for flag, value in (
@@ -250,7 +210,7 @@ def _shape(args: argparse.Namespace) -> ModelPackShape | None:
 
 
 def _signing_keys(keys: list[str] | None) -> list[KeySigner]:
-    from modelseal.attest.signers import load_signer
+    from modelseal.attest.signing.signers import load_signer
 
     return [load_signer(k) for k in keys or []]
 
@@ -260,7 +220,7 @@ def _sign_and_attach(
 ) -> dict[str, Any]:
     """``--sign-key``: sign the image just pushed (its manifest read back by digest) and attach it."""
     from modelseal.cli.image_commands import attach_signed
-    from modelseal.publish.image_attestations import sign_image
+    from modelseal.publish.referrers.attestations import sign_image
 
     # just pushed by digest: the manifest read back is this publish's own, its annotations the
     # hashes it computed while uploading, so the layers need not be read again
@@ -274,7 +234,7 @@ def _sign_and_attach(
 
 def _walk(args: argparse.Namespace) -> ModelDir:
     """Walk --from DIR; say which links lead out of it and what socair's rules left out."""
-    from modelseal.attest.walk import walk_model_dir
+    from modelseal.attest.digests.walk import walk_model_dir
 
     walked = walk_model_dir(args.from_dir, outside_links=args.follow_symlinks)
     for f in walked.files:
@@ -288,8 +248,8 @@ def _walk(args: argparse.Namespace) -> ModelDir:
 
 def inspect_cmd(args: argparse.Namespace) -> int:
     """``modelseal publish inspect``."""
-    from modelseal.publish.contents import check_primary, check_served, describe, primary_file
-    from modelseal.publish.reference import parse_reference
+    from modelseal.publish.image.contents import check_primary, check_served, describe, primary_file
+    from modelseal.publish.registry.reference import parse_reference
 
     ref = parse_reference(args.image, allow_oci_scheme=True)
     if ref.digest is None and ref.tag is None:
@@ -304,7 +264,7 @@ def inspect_cmd(args: argparse.Namespace) -> int:
             f"warning: {printable(args.image)} is not pinned by digest: a tag can move; pin it with @sha256:",
             file=sys.stderr,
         )
-    with _client(ref, args, push=False) as client:
+    with registry_client(ref, args, push=False) as client:
         info = describe(client, ref)
         served = check_served(client, info, want) if want and not args.annotations_only else None
     if args.annotations_only:

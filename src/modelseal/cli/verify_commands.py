@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING, Any
 from modelseal.cli import bundle_commands
 from modelseal.cli.attest_commands import hash_path, skipped_json
 from modelseal.cli.image_commands import image_reference, verify_image_cmd
-from modelseal.cli.publish_commands import registry_options
+from modelseal.cli.registry_access import registry_options
 from modelseal.durations import parse_max_age
 from modelseal.errors import InputError, UsageError
 from modelseal.files import read_limited
 
 if TYPE_CHECKING:
-    from modelseal.attest.digest import DirectoryDigest
-    from modelseal.attest.policy import TrustPolicy
+    from modelseal.attest.digests.digest import DirectoryDigest
+    from modelseal.attest.policy.trust import TrustPolicy
     from modelseal.attest.verdict import Mode, Verdict
 
 __all__ = ["VERIFY_USAGE", "register", "verify_cmd"]
@@ -74,8 +74,8 @@ def register(commands: Any) -> None:
 
 
 def _policy(args: argparse.Namespace) -> TrustPolicy:
-    from modelseal.attest.keys import Keyring
-    from modelseal.attest.policy import TrustPolicy, load_policy
+    from modelseal.attest.dsse.keys import Keyring
+    from modelseal.attest.policy.trust import TrustPolicy, load_policy
 
     if args.policy:
         policy = load_policy(args.policy)
@@ -102,11 +102,11 @@ def _policy(args: argparse.Namespace) -> TrustPolicy:
 
 def verify_cmd(args: argparse.Namespace) -> int:
     """``modelseal verify``: exit 0 admitted (or warn), 1 refused, 2 usage."""
-    from modelseal.attest.bundle_verifier import is_bundle
-    from modelseal.attest.envelope import MAX_ENVELOPE_BYTES
-    from modelseal.attest.issue_time import parse_rfc3339
+    from modelseal.attest.bundles.verifier import is_bundle
+    from modelseal.attest.dsse.envelope import MAX_ENVELOPE_BYTES
+    from modelseal.attest.socair.issue_time import parse_rfc3339
+    from modelseal.attest.socair.verifier import ExpectedDigest, evaluate
     from modelseal.attest.verdict import Mode, Reason, Verdict
-    from modelseal.attest.verifier import ExpectedDigest, evaluate
 
     if args.sha256 is not None and not _HEX64.fullmatch(args.sha256.strip()):
         raise UsageError(f"--sha256 {args.sha256!r} is not 64 hex digits")

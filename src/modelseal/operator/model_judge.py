@@ -2,12 +2,12 @@
 
 Every decision about a Model goes through :meth:`ModelJudge.judge`, which
 turns an exception nobody expected into a refusal with reason
-``InternalError`` (see :mod:`modelseal.operator.judgement`).
+``InternalError`` (see :mod:`modelseal.operator.decide.judgement`).
 
-A Model is decided by LLMKube's gate (:mod:`modelseal.operator.gate`, its
+A Model is decided by LLMKube's gate (:mod:`modelseal.operator.decide.gate`, its
 attestation ConfigMap), or, when it has no ``spec.attestation`` and the
 operator discovers image attestations, by what is attached to its pinned
-image (:mod:`modelseal.operator.attached_gate`). Signatures are checked in a
+image (:mod:`modelseal.operator.decide.attached_gate`). Signatures are checked in a
 thread: a costly envelope must not stall every other Model. The ConfigMaps
 a Model depends on come from the watch's copies unless a pass asks for
 fresh ones; the shared ones (the trusted keys, the publisher's keys) are
@@ -23,25 +23,26 @@ from datetime import datetime
 from typing import Any
 
 from modelseal.attest.verdict import Mode
-from modelseal.operator.attached_gate import discovered_image, evaluate_attached
-from modelseal.operator.attached_images import AttachedImages
-from modelseal.operator.gate import (
+from modelseal.operator.decide.attached_gate import discovered_image, evaluate_attached
+from modelseal.operator.decide.gate import (
     ConfigMapRead,
     GateOutcome,
     evaluate_gate,
     pinned_image,
     referenced_configmap,
 )
-from modelseal.operator.judgement import Judgement, generation_of, internal_error
-from modelseal.operator.kube import KubeApi
+from modelseal.operator.decide.judgement import Judgement, generation_of, internal_error
+from modelseal.operator.decide.verdict_cache import VerdictCache
+from modelseal.operator.kube.api import KubeApi
+from modelseal.operator.kube.names import is_subdomain
 from modelseal.operator.metrics import OperatorMetrics
-from modelseal.operator.names import is_subdomain
-from modelseal.operator.prefetch_jobs import PrefetchJobs
-from modelseal.operator.publication import Publication
+from modelseal.operator.prefetch.publication import Publication
+from modelseal.operator.prefetch.runs import PrefetchJobs
 from modelseal.operator.settings import OperatorSettings
-from modelseal.operator.source_image import SourceCheck, SourceImageChecker
-from modelseal.operator.verdict_cache import VerdictCache
-from modelseal.publish.reference import ImageReference
+from modelseal.operator.sources.attached_images import AttachedImages
+from modelseal.operator.sources.check import SourceCheck
+from modelseal.operator.sources.source_image import SourceImageChecker
+from modelseal.publish.registry.reference import ImageReference
 
 __all__ = ["ModelJudge"]
 

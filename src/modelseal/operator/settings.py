@@ -8,17 +8,18 @@ from datetime import timedelta
 from pathlib import Path
 
 from modelseal import __version__
-from modelseal.attest.policy import TrustPolicy, load_policy
+from modelseal.attest.policy.trust import TrustPolicy, load_policy
 from modelseal.attest.verdict import Mode
 from modelseal.durations import parse_max_age
 from modelseal.errors import InputError, UsageError
-from modelseal.operator.names import check_label, check_subdomain
-from modelseal.operator.source_image import RegistryAccess
+from modelseal.operator.kube.names import check_label, check_subdomain
+from modelseal.operator.sources.source_image import RegistryAccess
 
 __all__ = [
     "DEFAULT_PUBLISHER_IMAGE",
     "GROUP",
     "PLURAL",
+    "SERVICES",
     "VERSION",
     "OperatorSettings",
     "StatusMode",
@@ -32,6 +33,7 @@ __all__ = [
 GROUP = "inference.llmkube.dev"
 VERSION = "v1alpha1"
 PLURAL = "models"
+SERVICES = "inferenceservices"
 DEFAULT_PUBLISHER_IMAGE = f"modelseal:{__version__}"
 
 
@@ -96,7 +98,7 @@ def parse_signing_secret(text: str | None, mode: Mode) -> tuple[str, str] | None
 
 
 class StatusMode(enum.Enum):
-    """How much of a Model's status modelseal writes (see :mod:`modelseal.operator.status_modes`)."""
+    """How much of a Model's status modelseal writes (see :mod:`modelseal.operator.status.modes`)."""
 
     FULL = "full"
     CONDITIONS = "conditions"
@@ -172,11 +174,14 @@ class OperatorSettings:
     evict_on_revoke: bool = False
     #: prefetchOCI Jobs may download ``http://`` sources (labs only: nothing protects the bytes in transit)
     allow_plain_http_sources: bool = False
-    #: (namespace, name): the Secret whose ``signing.key`` publication Jobs sign with, and the
-    #: ConfigMap whose ``*.pub`` entries admit what they signed (:mod:`modelseal.operator.attached_gate`)
+    #: (namespace, name): the Secret whose ``signing.key`` publication Jobs sign with, and the ConfigMap
+    #: whose ``*.pub`` entries admit what they signed (:mod:`modelseal.operator.decide.attached_gate`)
     publisher_signing: tuple[str, str] | None = None
     #: admit a pinned ``oci://`` Model without ``spec.attestation`` by an attestation attached to its image
     discover_image_attestations: bool = False
+    #: ``--allow-unattested-weight-paths``: the webhook admits weights no Model attests (LoRA and draft
+    #: paths, volumes, LoRAAdapters, ...; :mod:`modelseal.operator.admission.served_weights`), with a warning
+    allow_unattested_weight_paths: bool = False
 
     @property
     def trusted_keys_ref(self) -> str:
@@ -212,6 +217,7 @@ class OperatorSettings:
         allow_plain_http_sources: bool = False,
         publisher_signing_key_secret: str | None = None,
         discover_image_attestations: bool = False,
+        allow_unattested_weight_paths: bool = False,
     ) -> OperatorSettings:
         """Validate the flags as LLMKube does, plus modelseal's own.
 
@@ -238,6 +244,10 @@ class OperatorSettings:
                 "--model-attestation-trusted-keys must be namespace/name when --model-attestation is warn"
                 ' or enforce (got "")'
             )
+        if allow_unattested_weight_paths and admission_webhook is None:
+            raise UsageError(
+                "--allow-unattested-weight-paths needs --admission-webhook (it is what it allows)"
+            )
         signing = parse_signing_secret(publisher_signing_key_secret, parsed_mode)
         if signing is not None and signing == keys:  # its keys would admit images as the publisher's
             raise UsageError(
@@ -259,6 +269,7 @@ class OperatorSettings:
             allow_plain_http_sources=allow_plain_http_sources,
             publisher_signing=signing,
             discover_image_attestations=discover_image_attestations,
+            allow_unattested_weight_paths=allow_unattested_weight_paths,
         )
 
 
