@@ -57,7 +57,12 @@ def test_a_bundle_is_attached_cosigns_way_and_verified(cli: Run, registry: Regis
     assert both.code == 0 and json.loads(both.out)["referrer"] == entry["digest"]
     _, stranger = keys(cli, tmp_path, "stranger")
     refused = cli("verify", "--image", image, "--trusted", stranger, "--plain-http")
-    assert refused.code == 1 and "none of the 3 attached attestations" in refused.err
+    # two bundles signed within one second are the same bytes, one referrer: count what the index lists
+    listed = json.loads(
+        skopeo("inspect", "--tls-verify=false", "--raw", f"docker://{registry.host}/models/sample:{tag}")
+    )["manifests"]
+    assert len(listed) in (2, 3)
+    assert refused.code == 1 and f"none of the {len(listed)} attached attestations" in refused.err
 
 
 def test_bundle_usage(cli: Run, tmp_path: Path) -> None:
