@@ -131,6 +131,7 @@ def sign_cmd(args: argparse.Namespace) -> int:
     from modelseal.attest.dsse import gojson
     from modelseal.attest.dsse.envelope import MAX_ENVELOPE_BYTES
     from modelseal.attest.signing.sign import sign_report
+    from modelseal.attest.signing.signer_uris import shown
     from modelseal.attest.signing.signers import load_signer
 
     if args.format == "oms":
@@ -138,8 +139,8 @@ def sign_cmd(args: argparse.Namespace) -> int:
     if args.report is None or args.model is not None:
         raise UsageError("sign a report with --report FILE, or a model with --format oms MODEL")
     key = load_signer(args.key)
-    if key.public.algorithm != "ed25519":
-        raise KeyFileError(f"{args.key} is not an Ed25519 key")
+    if key.public.algorithm != "ed25519":  # the key as shown: a URI's query is never repeated
+        raise KeyFileError(f"{shown(args.key)} is not an Ed25519 key")
     data = read_limited(args.report, MAX_ENVELOPE_BYTES, what="report")
     try:
         report = gojson.loads(data)

@@ -142,6 +142,8 @@ def _json(result: ImageVerdict, mode: Any) -> dict[str, Any]:
         "found_via": result.via,
         "files": result.files,
         "tried": [{"referrer": r, "message": m} for r, m in result.tried],
+        "listed": result.listed,
+        "skipped": result.skipped,
     }
 
 
@@ -151,6 +153,8 @@ def _text(result: ImageVerdict) -> str:
     lines = [render.admitted(result.verdict, bound=True)]
     found = f"attached as {result.referrer} ({result.via})" if result.referrer else "the envelope given"
     lines.append(printable(f"  image {result.image}: {found}"))
+    if result.skipped:
+        lines.append(f"  {result.skipped} of {result.listed} attached attestation(s) skipped: over the caps")
     if result.files:
         lines.append(f"  binds {len(result.files)} file(s):")
         lines += [printable(f"    {f['sha256']}  {f['size']:>12}  {f['path']}") for f in result.files]

@@ -49,7 +49,10 @@ def register(commands: Any) -> None:
     run.add_argument("--model-attestation-max-age", default="0", metavar="DURATION",
                      help="refuse attestations issued longer ago (e.g. 2160h); 0 disables")  # fmt: skip
     run.add_argument(
-        "--model-attestation-policy", metavar="FILE", help="a trust-policy file (modelseal's own)"
+        "--model-attestation-policy",
+        metavar="FILE|NS/NAME",
+        help="a TrustPolicy or AdmissionPolicy file, or the ConfigMap whose policy.yaml is an AdmissionPolicy"
+        " (NAMESPACE/NAME)",
     )
     run.add_argument("--recheck-interval", default="10m", metavar="DURATION",
                      help="re-verify admitted Models this often (default 10m)")  # fmt: skip

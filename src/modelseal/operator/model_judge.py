@@ -23,7 +23,8 @@ from datetime import datetime
 from typing import Any
 
 from modelseal.attest.verdict import Mode
-from modelseal.operator.decide.attached_gate import discovered_image, evaluate_attached
+from modelseal.operator.decide.admission_gate import evaluate_by_policy, policy_keyids
+from modelseal.operator.decide.attached_gate import discovered_image, evaluate_attached, preferred_keyids
 from modelseal.operator.decide.gate import (
     ConfigMapRead,
     GateOutcome,
@@ -116,16 +117,25 @@ class ModelJudge:
     async def _judge_attached(self, key: ModelKey, image: ImageReference, now: datetime) -> GateOutcome:
         """The outcome by what is attached to ``image``; a refusal of what was read asks for a re-read
         (one for want of trusted or publisher keys does not: reading the registry again cannot heal it)."""
-        discover = self.settings.discover_image_attestations
-        trusted = await self._shared(self.settings.trusted_keys) if discover else None
-        publisher = await self._shared(self.settings.publisher_signing)
-        read = self.attached.lookup(image, waiter=key)
-        outcome = await asyncio.to_thread(
-            evaluate_attached, image, self.settings, trusted=trusted, publisher=publisher, read=read,
-            now=now, cache=self.cache,
-        )  # fmt: skip
+        if self.settings.admits_by_policy:  # the admission policy alone decides
+            policy_read = await self._shared(self.settings.admission_policy_ref)
+            prefer = policy_keyids(self.settings, policy_read)
+            read = self.attached.lookup(image, waiter=key, prefer=prefer)
+            outcome = await asyncio.to_thread(
+                evaluate_by_policy, image, self.settings, policy_read=policy_read, read=read, now=now
+            )
+        else:
+            discover = self.settings.discover_image_attestations
+            trusted = await self._shared(self.settings.trusted_keys) if discover else None
+            publisher = await self._shared(self.settings.publisher_signing)
+            prefer = preferred_keyids(self.settings, trusted, publisher)
+            read = self.attached.lookup(image, waiter=key, prefer=prefer)
+            outcome = await asyncio.to_thread(
+                evaluate_attached, image, self.settings, trusted=trusted, publisher=publisher, read=read,
+                now=now, cache=self.cache,
+            )  # fmt: skip
         if not outcome.admitted and outcome.verdict is not None:
-            self.attached.refresh(image, waiter=key)  # an attestation may be attached later
+            self.attached.refresh(image, waiter=key, prefer=prefer)  # an attestation may be attached later
         return outcome
 
     async def _after_gate(

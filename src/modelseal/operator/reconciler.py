@@ -141,7 +141,12 @@ class Reconciler(ModelJudge):
         """The Models a change to this ConfigMap can change the decision of."""
         if self.settings.mode is Mode.OFF:
             return []
-        if (namespace, name) in (self.settings.trusted_keys, self.settings.publisher_signing):
+        shared = (
+            self.settings.trusted_keys,
+            self.settings.publisher_signing,
+            self.settings.admission_policy_ref,
+        )
+        if (namespace, name) in shared:
             return sorted(self.models)
         found = []
         for key, model in self.models.items():
@@ -262,7 +267,8 @@ class Reconciler(ModelJudge):
     async def recheck(self) -> int:
         """Re-verify every Model that is due, reading its ConfigMaps afresh; return how many."""
         keys = self.due(self.clock())
-        for shared in (self.settings.trusted_keys, self.settings.publisher_signing):
+        settings = self.settings
+        for shared in (settings.trusted_keys, settings.publisher_signing, settings.admission_policy_ref):
             if keys and shared is not None and self.api is not None:
                 try:
                     await self.read_configmap(*shared)

@@ -8,10 +8,12 @@ from datetime import timedelta
 from pathlib import Path
 
 from modelseal import __version__
-from modelseal.attest.policy.trust import TrustPolicy, load_policy
+from modelseal.attest.policy.admission_policy import AdmissionPolicy
+from modelseal.attest.policy.trust import TrustPolicy
 from modelseal.attest.verdict import Mode
 from modelseal.durations import parse_max_age
 from modelseal.errors import InputError, UsageError
+from modelseal.operator.decide.policy_source import parse_policy_flag
 from modelseal.operator.kube.names import check_label, check_subdomain
 from modelseal.operator.sources.source_image import RegistryAccess
 
@@ -179,6 +181,9 @@ class OperatorSettings:
     publisher_signing: tuple[str, str] | None = None
     #: admit a pinned ``oci://`` Model without ``spec.attestation`` by an attestation attached to its image
     discover_image_attestations: bool = False
+    #: judge such a Model by an admission policy instead: a file's, or the ConfigMap (namespace, name)'s
+    admission_policy: AdmissionPolicy | None = None
+    admission_policy_ref: tuple[str, str] | None = None
     #: ``--allow-unattested-weight-paths``: the webhook admits weights no Model attests (LoRA and draft
     #: paths, volumes, LoRAAdapters, ...; :mod:`modelseal.operator.admission.served_weights`), with a warning
     allow_unattested_weight_paths: bool = False
@@ -192,8 +197,13 @@ class OperatorSettings:
     def discovers(self) -> bool:
         """Whether attestations attached to a Model's image are looked for (either flag)."""
         return self.mode is not Mode.OFF and (
-            self.discover_image_attestations or self.publisher_signing is not None
+            self.discover_image_attestations or self.publisher_signing is not None or self.admits_by_policy
         )
+
+    @property
+    def admits_by_policy(self) -> bool:
+        """Whether an admission policy (a file's or a ConfigMap's) judges what is attached to an image."""
+        return self.admission_policy is not None or self.admission_policy_ref is not None
 
     @classmethod
     def from_flags(
@@ -235,11 +245,19 @@ class OperatorSettings:
             raise UsageError(f"--recheck-interval: {e}") from None
         if recheck < timedelta(seconds=10):
             raise UsageError("--recheck-interval must be at least 10s")
-        policy = load_policy(policy_file) if policy_file else None
-        keys = parse_trusted_keys(trusted_keys, parsed_mode) if (trusted_keys or not policy) else None
+        loaded, admission_ref = parse_policy_flag(policy_file, parsed_mode)
+        admission = loaded if isinstance(loaded, AdmissionPolicy) else None
+        policy = loaded if isinstance(loaded, TrustPolicy) else None
+        judged_by = policy or admission or admission_ref
+        keys = parse_trusted_keys(trusted_keys, parsed_mode) if (trusted_keys or not judged_by) else None
         if discover_image_attestations and parsed_mode is Mode.OFF:
             raise UsageError("--discover-image-attestations needs --model-attestation warn or enforce")
-        if parsed_mode is not Mode.OFF and keys is None and policy is None:
+        if (
+            parsed_mode is not Mode.OFF
+            and keys is None
+            and policy is None
+            and not (admission or admission_ref)
+        ):
             raise UsageError(
                 "--model-attestation-trusted-keys must be namespace/name when --model-attestation is warn"
                 ' or enforce (got "")'
@@ -269,6 +287,8 @@ class OperatorSettings:
             allow_plain_http_sources=allow_plain_http_sources,
             publisher_signing=signing,
             discover_image_attestations=discover_image_attestations,
+            admission_policy=admission,
+            admission_policy_ref=admission_ref,
             allow_unattested_weight_paths=allow_unattested_weight_paths,
         )
 

@@ -202,3 +202,123 @@ def test_hsm_failures_are_one_line_without_the_pin(
     assert "set MODELSEAL_HSM_PIN" in cli("sign", "--format", "oms", "--key", "hsm:2", model).err
     monkeypatch.delenv("PYKCS11LIB")
     assert cli("sign", "--format", "oms", "--key", "hsm:2", model).code == 2
+
+
+# Issue 20, finding 5: a PIN written in a signer URI was echoed whole in errors.
+URI_PIN = "975310"
+
+
+@pytest.mark.parametrize(
+    ("ref", "named"),
+    [
+        (f"hsm:2?label=modelseal&pin-value={URI_PIN}", "pin-value"),  # signed before, the PIN ignored
+        (f"hsm:2?pin-value={URI_PIN}&label=modelseal", "pin-value"),
+        (f"hsm:2;pin-value={URI_PIN}", "pin-value"),  # a path attribute, by mistake: echoed before
+        (f"hsm:2?PIN-VALUE={URI_PIN}", "pin-value"),
+        (f"hsm:2?%70in-value={URI_PIN}", "pin-value"),
+        (f"hsm:2?%2570in-value={URI_PIN}", "pin-value"),
+        (f"hsm:2?label=modelseal&pin-source=file:/run/secrets/{URI_PIN}", "pin-source"),
+        (f"hsm:2;pin-{URI_PIN}", "a pin-* attribute"),  # an unknown name is not repeated: it may be the PIN
+        (f"HSM:2?pin-value={URI_PIN}", "pin-value"),  # not a scheme modelseal knows: a path, echoed before
+        (f"pkcs11:token=modelseal;object=signer?pin-value={URI_PIN}", "pin-value"),
+        (f"gcpkms:projects/p/locations/l/keyRings/r/cryptoKeys/k?pin-value={URI_PIN}", "pin-value"),
+        (f"file:/run/keys/ci.key?pin-value={URI_PIN}", "pin-value"),
+        (f"envvar:CI_KEY?pin-value={URI_PIN}", "pin-value"),
+    ],
+)
+def test_a_pin_in_a_signer_uri_is_refused_and_never_shown(softhsm: Path, ref: str, named: str) -> None:
+    with pytest.raises(UsageError) as info:
+        load_signer(ref)
+    message = str(info.value)
+    assert URI_PIN not in message and "label" not in message, message
+    assert f"({named} refused;" in message and f"set {PIN_VARIABLE} to the token's user PIN" in message
+
+
+def test_a_path_that_holds_spin_is_not_a_pin(tmp_path: Path) -> None:
+    path = private_key_copy(tmp_path, "ed25519")
+    spun = path.rename(tmp_path / "spin-offs=1.key")
+    assert load_signer(str(spun)).public.algorithm == "ed25519"
+
+
+def test_messages_show_no_query_of_a_signer_uri(
+    softhsm: Path, tmp_path: Path, cli: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The label is no secret, but a query may be: every message shows the scheme and path alone."""
+    model = small_model(tmp_path / "model")
+    report = tmp_path / "report.json"
+    report.write_bytes((TESTDATA / "reports" / "sample.report.json").read_bytes())
+    not_ed25519 = cli("sign", "--key", "hsm:2?label=modelseal", "--report", report)
+    assert not_ed25519.code == 1 and not_ed25519.err == "error: hsm:2 is not an Ed25519 key\n"
+    monkeypatch.setenv(PIN_VARIABLE, "0000-wrong")
+    wrong = cli("sign", "--format", "oms", "--key", "hsm:2?label=modelseal", model)
+    assert wrong.code == 3 and wrong.err.startswith("error: signer hsm:2: signing failed ("), wrong.err
+    monkeypatch.setenv(PIN_VARIABLE, PIN)
+    missing = cli("sign", "--format", "oms", "--key", "hsm:9?label=modelseal", model)
+    assert missing.code == 3 and missing.err.startswith(
+        "error: signer hsm:9: PKCS#11 token or key not usable"
+    )
+    assert cli("sign", "--format", "oms", "--key", "hsm:two?label=modelseal", model).err == (
+        "error: signer hsm:two: the key id is not a number\n"
+    )
+    monkeypatch.delenv("PYKCS11LIB")
+    unset = cli("sign", "--format", "oms", "--key", "hsm:2?label=modelseal", model)
+    assert unset.code == 2 and unset.err.startswith("error: signer hsm:2: set PYKCS11LIB"), unset.err
+    for run in (not_ed25519, wrong, missing, unset):
+        assert "label" not in run.err and "0000-wrong" not in run.err
+
+
+def test_a_key_path_or_file_uri_with_a_query_is_not_echoed(tmp_path: Path) -> None:
+    with pytest.raises(KeyFileError) as info:
+        load_signer(f"{tmp_path}/ci.key?token=s3cret")
+    assert "s3cret" not in str(info.value) and f"private key {tmp_path}/ci.key...: no such file" in str(
+        info.value
+    )
+    with pytest.raises(UsageError) as used:
+        load_signer(f"file:{tmp_path}/ci.key?encrypted=false&token=s3cret")
+    assert "s3cret" not in str(used.value) and "a file: URI takes a path alone" in str(used.value)
+    with pytest.raises(UsageError) as named:
+        load_signer("envvar:CI_KEY?token=s3cret")
+    assert (
+        str(named.value) == "signer envvar:CI_KEY: give an environment variable's name, letters, digits and _"
+    )
+
+
+def test_the_cli_refuses_a_pin_in_the_uri_with_exit_2_before_anything_is_pushed(
+    softhsm: Path, tmp_path: Path, cli: Run
+) -> None:
+    model = small_model(tmp_path / "model")
+    signed = cli("sign", "--format", "oms", "--key", f"hsm:2?label=modelseal&pin-value={URI_PIN}", model)
+    assert signed.code == 2 and URI_PIN not in signed.err + signed.out and not (model / "model.sig").exists()
+    published = cli("publish", "--image", "127.0.0.1:9/models/m:v1", "--plain-http", "--from", model,
+                    "--sign-key", f"hsm:2?pin-value={URI_PIN}", "--result-file", tmp_path / "result.json")  # fmt: skip
+    assert published.code == 2 and URI_PIN not in published.err + published.out, published.err
+    assert "MODELSEAL_HSM_PIN" in published.err and not (tmp_path / "result.json").exists()
+
+
+def test_securesystemslib_logs_nothing_of_a_failed_kms_signer(
+    cli: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """securesystemslib logs a failed KMS call with the key's name and the service's text: the CLI's
+    error is its one line, naming the failure's type."""
+    import logging
+
+    from securesystemslib.signer import Signer  # type: ignore[attr-defined]
+
+    def failing(uri: str, *_: object) -> None:
+        logging.getLogger("securesystemslib.signer._aws_signer").error("Failed to sign using %s: denied", uri)
+        raise ValueError(f"cannot open {uri}")
+
+    monkeypatch.setattr(Signer, "from_priv_key_uri", staticmethod(failing))
+    monkeypatch.setenv("MODELSEAL_SIGNER_PUBLIC_KEY", str(TESTDATA / "keys" / "ecdsa-p256.pub"))
+    model = small_model(tmp_path / "model")
+    r = cli("sign", "--format", "oms", "--key", "awskms:arn:aws:kms:eu-west-1:1:key/secret-name", model)
+    assert r.code == 3 and r.err == "error: signer awskms: cannot be opened (ValueError)\n"
+    assert not [rec for rec in caplog.records if rec.name.startswith("securesystemslib")]
+
+
+def test_a_pin_given_where_no_key_is_taken_is_not_quoted_back(cli: Run) -> None:
+    """argparse quotes an argument it does not take: a signer URI given to verify came back whole."""
+    r = cli("verify", "x.json", "--key", f"hsm:2?label=modelseal&pin-value={URI_PIN}")
+    assert r.code == 2 and r.err.startswith("error: unrecognized arguments: --key hsm:2...\n"), r.err
+    choice = cli(f"hsm:2;pin-value={URI_PIN}")
+    assert choice.code == 2 and "invalid choice: 'hsm:2...'" in choice.err and URI_PIN not in choice.err

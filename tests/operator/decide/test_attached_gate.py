@@ -89,9 +89,9 @@ def test_an_attached_attestation_by_a_trusted_key_admits() -> None:
         (attached(envelope(TRUSTED, B)), f"attestation is for {B[7:]}, not the artifact {A[7:]}"),
         (attached(), f"attestation does not verify: no attestation is attached to {IMAGE.oci} (looked up"
                      " through the referrers tag schema)"),
-        (attached(None, envelope(STRANGER), listed=40), f"none of the 2 attached attestations (40 listed) admits"
-                                                        f" {IMAGE.oci}; the first: attestation does not verify:"
-                                                        " listed, but no such manifest"),
+        (attached(None, envelope(STRANGER), listed=40), f"none of the 2 attached attestations read (40 listed)"
+                                                        f" admits {IMAGE.oci}; the first: attestation does not"
+                                                        " verify: no valid signature"),  # read before unreadable
         (RegistryError("list referrers: larger than 4194304 bytes"),
          f"the attestations attached to {IMAGE.oci} could not be read: list referrers: larger than 4194304 bytes"),
     ],
@@ -156,7 +156,7 @@ async def test_a_refusal_for_want_of_keys_reads_no_registry_again() -> None:
     async def settled(_: set[Any]) -> None:
         pass
 
-    def unreachable(ref: Any) -> AttachedImage:
+    def unreachable(ref: Any, prefer: Any) -> AttachedImage:
         raise RegistryError("not asked in this test")
 
     judge = ModelJudge(PUBLISHING, None, OperatorMetrics(), VerdictCache(), settled)

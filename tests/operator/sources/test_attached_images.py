@@ -9,19 +9,28 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from modelseal.attest.dsse.envelope import INTOTO_PAYLOAD_TYPE
+from modelseal.attest.signing.private_keys import generate_key
 from modelseal.errors import InputError, RegistryError
 from modelseal.operator.sources import attached_images
-from modelseal.operator.sources.attached_images import AttachedImages, _within_budget
+from modelseal.operator.sources.attached_images import AttachedImages
 from modelseal.operator.sources.source_image import RegistryAccess
 from modelseal.publish.image import layout
-from modelseal.publish.referrers.attestations import AttachedImage
+from modelseal.publish.referrers.attestations import AttachedImage, read_subject, sign_image
 from modelseal.publish.referrers.envelopes import FoundEnvelope
+from modelseal.publish.referrers.store import attach
+from modelseal.publish.registry.client import RegistryClient
 from modelseal.publish.registry.reference import ImageReference
+from tests.publish.helpers import model_files, push
 from tests.publish.hostile import Answer, Seen, hostile_server
+from tests.publish.servers import Registry
+
+KEY = generate_key("ed25519")
 
 DIGEST = "sha256:" + "a" * 64
 
@@ -67,7 +76,7 @@ def test_a_dripping_registry_holds_a_read_only_until_its_deadline(monkeypatch: p
     with dripping_registry() as host:
         reader = AttachedImages(RegistryAccess(plain_http=frozenset({host})))
         with pytest.raises(RegistryError, match="timed out"):
-            reader._fetch(ImageReference(host, "models/m", None, DIGEST))
+            reader._fetch(ImageReference(host, "models/m", None, DIGEST), frozenset())
 
 
 def found(*sizes: int) -> AttachedImage:
@@ -75,11 +84,25 @@ def found(*sizes: int) -> AttachedImage:
     return AttachedImage(f"oci://r.example/m@{DIGEST}", DIGEST, {}, envelopes, "referrers API", len(sizes))
 
 
-def test_at_most_a_mebibyte_of_envelopes_is_kept_per_image() -> None:
-    kept = _within_budget(found(600_000, 600_000, 400_000, 10))
-    assert [f.envelope is not None for f in kept.found] == [True, False, True, True]
-    assert kept.found[1].error == "over the operator's 1048576 bytes of envelopes per image"
-    assert kept.size <= 1024 * 1024
+def test_at_most_a_mebibyte_of_envelopes_is_read_per_image_the_trusted_first(
+    registry: Registry, tmp_path: Path
+) -> None:
+    """Three envelopes of 600 kB attached first, then the genuine one: it is read first (its keyid is
+    trusted and it is the smallest), then one more fits in the operator's 1 MiB; two are skipped."""
+    ref = push(registry.host, "models/m:v1", model_files(tmp_path, {"model.gguf": 100})).reference
+    with RegistryClient(ref, plain_http=True, retries=0) as c:
+        _, subject = read_subject(c, ref)
+        for n in range(3):
+            junk = {"payloadType": INTOTO_PAYLOAD_TYPE, "payload": f"{n}" + "A" * 600_000,
+                    "signatures": [{"keyid": KEY.public.keyid, "sig": "AAAA"}]}  # fmt: skip
+            attach(c, subject, json.dumps(junk).encode())
+        genuine = sign_image(c, ref, [KEY])
+        attach(c, subject, genuine.envelope.to_json(), genuine.predicate_type)
+    reader = AttachedImages(RegistryAccess(plain_http=frozenset({registry.host})))
+    read = reader._fetch(ref, frozenset({KEY.public.keyid}))
+    assert read.found[0].envelope == genuine.envelope.to_json()
+    assert read.size <= attached_images.MAX_IMAGE_ENVELOPE_BYTES and read.listed == 4 and read.skipped == 2
+    assert [f.envelope is not None for f in read.found] == [True, True]
 
 
 def test_the_cache_is_bounded_in_images_and_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -104,7 +127,7 @@ async def test_a_failed_read_again_keeps_the_earlier_read() -> None:
     reader = AttachedImages(RegistryAccess(), on_settled=judged, retry_after=0.0)
     answers: list[Any] = [found(10), RegistryError("registry r.example: HTTP 503")]
 
-    def fetch(ref: ImageReference) -> AttachedImage:
+    def fetch(ref: ImageReference, prefer: frozenset[str]) -> AttachedImage:
         answer = answers.pop(0)
         if isinstance(answer, Exception):
             raise answer
@@ -173,4 +196,28 @@ def test_a_ca_file_that_is_a_fifo_is_refused_never_waited_on(tmp_path: Any) -> N
     os.mkfifo(fifo)
     reader = AttachedImages(RegistryAccess(ca_file=str(fifo)))
     with pytest.raises(InputError, match=r"^CA file \S+ca\.pem: not a regular file$"):
-        reader._fetch(ImageReference("registry.example", "models/m", None, DIGEST))
+        reader._fetch(ImageReference("registry.example", "models/m", None, DIGEST), frozenset())
+
+
+async def test_a_read_made_for_other_trusted_keys_is_made_again() -> None:
+    """The trusted hints order the read: when the keys change, what was read first may not hold the one
+    they trust, so the image is read again for them (not more often than ``retry_after``)."""
+    reader = AttachedImages(RegistryAccess(), retry_after=0.0)
+    asked: list[frozenset[str]] = []
+
+    def fetch(ref: ImageReference, prefer: frozenset[str]) -> AttachedImage:
+        asked.append(prefer)
+        return found(10)
+
+    reader._fetch = fetch  # type: ignore[method-assign]
+    ref = ImageReference("r.example", "m", None, DIGEST)
+    try:
+        for prefer in ({"a"}, {"a"}, {"b"}, {"b"}):
+            reader.lookup(ref, waiter="model", prefer=frozenset(prefer))
+            await reader.settle()
+        reader.retry_after = 3600.0
+        reader.lookup(ref, waiter="model", prefer=frozenset({"c"}))  # too soon: the read stays
+        await reader.settle()
+    finally:
+        await reader.close()
+    assert asked == [frozenset({"a"}), frozenset({"b"})]

@@ -8,7 +8,7 @@ and the registry is never asked.
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,7 @@ from modelseal.operator.settings import GROUP, VERSION
 from modelseal.operator.sources.source_image import RegistryAccess
 from modelseal.publish.image import layout
 from modelseal.publish.referrers.attestations import read_subject, sign_image
-from modelseal.publish.referrers.envelopes import MAX_ENVELOPES
+from modelseal.publish.referrers.order import MAX_REFERRERS_READ
 from modelseal.publish.referrers.store import ARTIFACT_TYPE, attach
 from modelseal.publish.registry.client import RegistryClient
 from modelseal.publish.registry.reference import ImageReference
@@ -53,9 +53,9 @@ def client(ref: ImageReference) -> RegistryClient:
     return RegistryClient(ref, plain_http=True, retries=0)
 
 
-def attest(ref: ImageReference, key: Any = KEY) -> None:
+def attest(ref: ImageReference, key: Any = KEY, issued: datetime | None = None) -> None:
     with client(ref) as c:
-        signed = sign_image(c, ref, [key])
+        signed = sign_image(c, ref, [key], now=issued, read_layers=issued is None)
         attach(c, signed.subject, signed.envelope.to_json(), signed.predicate_type)
 
 
@@ -146,8 +146,29 @@ async def test_many_referrers_are_read_only_so_far(
         await cluster.trusted_keys(KEY.public_pem(), name="ci.pub")
         async with running_operator(k8s, settings(front.host)) as reconciler:
             await serve(cluster, "flooded", ref)
-            refused = await cluster.wait("flooded", phase("Failed"))
+            refused = await cluster.wait("flooded", phase("Failed"), timeout=60)  # 32 referrers are read
             reads = reconciler.attached.reads
-    assert f"none of the {MAX_ENVELOPES} attached attestations (500 listed) admits {ref.oci}" in said(refused)
+    assert (
+        f"none of the {MAX_REFERRERS_READ} attached attestations read (500 listed, {500 - MAX_REFERRERS_READ}"
+        f" skipped: over the caps on referrers, envelope bytes and signatures judged) admits {ref.oci}"
+    ) in said(refused)
     # one read (a refusal is read again 30 s later at the earliest): its listing took 5 pages of 100
     assert reads == 1 and len(front.listed) == 5
+
+
+async def test_twenty_junk_attestations_attached_first_do_not_keep_a_model_from_ready(
+    k8s: Any, cluster: Cluster, registry: Registry, tmp_path: Path
+) -> None:
+    """Issue 20, finding 4: anyone who may push attached 16 junk envelopes first, and the operator read only
+    those, on every first read and after every restart: a denial of admission. Now the trusted hint is read
+    first, and the junk is skipped or refused."""
+    ref = image(registry, tmp_path, "v1")
+    for n in range(20):
+        attest(ref, OTHER, datetime(2026, 1, 1, tzinfo=UTC) + timedelta(seconds=n))
+    attest(ref)
+    await cluster.trusted_keys(KEY.public_pem(), name="ci.pub")
+    async with running_operator(k8s, settings(registry.host)) as reconciler:
+        await serve(cluster, "junked", ref)
+        ready = await cluster.wait("junked", phase("Ready"))
+        reads = reconciler.attached.reads
+    assert said(ready).startswith(f"signed by trusted key {KEY.public.short_id}") and reads == 1

@@ -19,13 +19,8 @@ from modelseal.attest.socair.image_predicate import IMAGE_PREDICATE_TYPE, image_
 from modelseal.errors import RegistryError, VerificationError
 from modelseal.publish.image import layout
 from modelseal.publish.referrers.attestations import ImageVerdict, read_subject, sign_image, verify_image
-from modelseal.publish.referrers.envelopes import (
-    MAX_ENVELOPES,
-    _artifact_layer,
-    _next_link,
-    fetch_envelopes,
-    list_referrers,
-)
+from modelseal.publish.referrers.envelopes import _artifact_layer, _next_link, fetch_envelopes, list_referrers
+from modelseal.publish.referrers.order import ANN_KEYIDS, MAX_REFERRERS_READ
 from modelseal.publish.referrers.store import (
     ARTIFACT_TYPE,
     EMPTY_DIGEST,
@@ -82,13 +77,15 @@ def test_tag_schema_on_the_debian_registry_read_back_by_skopeo(registry: Registr
     )
     assert index["mediaType"] == layout.MEDIA_INDEX
     assert index["manifests"] == [{"mediaType": layout.MEDIA_MANIFEST, "digest": attached.digest,
-                                   "size": index["manifests"][0]["size"], "artifactType": ARTIFACT_TYPE}]  # fmt: skip
+                                   "size": index["manifests"][0]["size"], "artifactType": ARTIFACT_TYPE,
+                                   "annotations": {ANN_KEYIDS: SIGNER.public.keyid}}]  # fmt: skip
     artifact = json.loads(
         skopeo(
             "inspect", "--raw", "--tls-verify=false", f"docker://{registry.host}/models/m@{attached.digest}"
         )
     )
     assert artifact["artifactType"] == ARTIFACT_TYPE
+    assert artifact["annotations"] == {ANN_KEYIDS: SIGNER.public.keyid}  # the hint a reader orders by
     assert artifact["config"] == {"mediaType": "application/vnd.oci.empty.v1+json", "digest": EMPTY_DIGEST,
                                   "size": 2, "data": "e30="}  # fmt: skip
     assert EMPTY_DIGEST == "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"
@@ -134,8 +131,9 @@ def test_attaching_again_is_idempotent_and_other_referrers_are_kept(
     assert [d["digest"] for d in raw["manifests"]] == [foreign["digest"], first.digest, third.digest]
     assert raw["manifests"][0] == foreign
     with client(registry.host) as c:
-        found, via, listed = fetch_envelopes(c, ref.digest or "")
-    assert via == VIA_TAG and listed == 2 and [f.referrer for f in found] == [first.digest, third.digest]
+        read = fetch_envelopes(c, ref.digest or "")
+    assert read.via == VIA_TAG and read.listed == 2 and read.skipped == 0
+    assert [f.referrer for f in read.found] == [first.digest, third.digest]
     result = verified(registry.host, ref)  # OTHER is not trusted, SIGNER is
     assert result.verdict.admitted and result.referrer == first.digest
 
@@ -150,7 +148,7 @@ def test_the_referrers_api_where_the_registry_has_it(registry: Registry, tmp_pat
         assert {untrusted.via, trusted.via, again.via} == {VIA_API} and untrusted.added and trusted.added
         result = verified(front.host, pinned)
         assert result.verdict.admitted and result.via == VIA_API and result.referrer == trusted.digest
-        assert result.tried[0][0] == untrusted.digest  # page 1 held the untrusted one; page 2 was read
+        assert result.tried == []  # the trusted one (on page 2) was judged first
         # envelopes and Sigstore bundles are read: the list is filtered by the client, not the registry
         assert len(front.listed) == 2 and "artifactType=" not in front.listed[0]
     assert not again.added and again.digest == trusted.digest  # the same envelope: the same artifact
@@ -257,11 +255,16 @@ def test_a_hostile_listing_is_read_only_so_far(registry: Registry, tmp_path: Pat
                         "artifactType": ARTIFACT_TYPE} for i in range(500)]  # fmt: skip
         pinned = ImageReference(front.host, ref.repository, None, ref.digest)
         with client(front.host) as c:
-            found, via, listed = fetch_envelopes(c, pinned.digest or "")
-        assert via == VIA_API and listed == 500 and len(found) == MAX_ENVELOPES
-        assert all(f.envelope is None and "no such manifest" in (f.error or "") for f in found)
+            read = fetch_envelopes(c, pinned.digest or "")
+        assert read.via == VIA_API and read.listed == 500 and len(read.found) == MAX_REFERRERS_READ
+        assert read.skipped == 500 - MAX_REFERRERS_READ
+        assert all(f.envelope is None and "no such manifest" in (f.error or "") for f in read.found)
         result = verified(front.host, pinned)
-        assert f"none of the {MAX_ENVELOPES} attached attestations (500 listed)" in result.verdict.message
+        assert (
+            f"none of the {MAX_REFERRERS_READ} attached attestations read (500 listed, {500 - MAX_REFERRERS_READ}"
+            " skipped: over the caps on referrers, envelope bytes and signatures judged)"
+            in result.verdict.message
+        )
 
 
 def test_a_long_listing_keeps_only_what_is_read(registry: Registry, tmp_path: Path) -> None:
@@ -272,10 +275,13 @@ def test_a_long_listing_keeps_only_what_is_read(registry: Registry, tmp_path: Pa
         front.extra = [{**descriptor, "digest": "sha256:" + f"{i % 3000:064x}"} for i in range(6000)]
         front.extra.insert(1, {**descriptor, "digest": "sha256:" + "f" * 64, "artifactType": "other"})
         with client(front.host) as c:
-            kept, via, listed = list_referrers(c, ref.digest or "")
+            listing = list_referrers(c, ref.digest or "")
     # unfiltered by the registry (two kinds are read), the "other" descriptor makes a seventh page
-    assert via == VIA_API and listed == 6000 and len(front.listed) == 7
-    assert [d["digest"] for d in kept] == ["sha256:" + f"{i:064x}" for i in range(MAX_ENVELOPES)]
+    assert listing.via == VIA_API and listing.listed == 6000 and len(front.listed) == 7
+    kept = ["sha256:" + f"{i:064x}" for i in range(MAX_REFERRERS_READ)]
+    assert [
+        d["digest"] for d in listing.descriptors
+    ] == kept and listing.unread == 6000 - 2 * MAX_REFERRERS_READ
 
 
 def test_an_oversized_referrers_list_is_refused(registry: Registry, tmp_path: Path) -> None:

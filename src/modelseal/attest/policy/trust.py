@@ -25,7 +25,14 @@ from modelseal.durations import parse_max_age
 from modelseal.errors import KeyFileError, PolicyFileError
 from modelseal.files import open_regular
 
-__all__ = ["KeyWindow", "TrustPolicy", "load_policy", "parse_policy"]
+__all__ = [
+    "KeyWindow",
+    "TrustPolicy",
+    "load_policy",
+    "parse_policy",
+    "policy_from_mapping",
+    "read_policy_file",
+]
 
 MAX_POLICY_BYTES = 1024 * 1024
 _HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -182,7 +189,15 @@ def parse_policy(text: str | bytes, *, base: Path, source: str = "policy") -> Tr
 
     if len(text) > MAX_POLICY_BYTES:
         raise PolicyFileError(f"{source}: larger than {MAX_POLICY_BYTES} bytes")
-    raw = load_policy_yaml(text, source)
+    return policy_from_mapping(load_policy_yaml(text, source), base=base, source=source)
+
+
+def policy_from_mapping(raw: object, *, base: Path, source: str) -> TrustPolicy:
+    """Build a policy from a parsed document (a TrustPolicy's fields, with apiVersion and kind).
+
+    Raises:
+        PolicyFileError, KeyFileError: as :func:`parse_policy`.
+    """
     if not isinstance(raw, dict):
         raise PolicyFileError(
             f"{source}: want a mapping with apiVersion, kind and keys (or other authorities)"
@@ -249,9 +264,17 @@ def load_policy(path: str | Path) -> TrustPolicy:
         PolicyFileError: unreadable or invalid; KeyFileError: a named key is bad.
     """
     p = Path(path)
+    return parse_policy(read_policy_file(p), base=p.parent, source=str(p))
+
+
+def read_policy_file(p: Path) -> bytes:
+    """A policy file's bytes (a regular file; at most one byte more than the limit).
+
+    Raises:
+        PolicyFileError: not a regular file, or unreadable.
+    """
     with open_regular(p, what="policy", error=PolicyFileError) as f:
         try:
-            data = f.read(MAX_POLICY_BYTES + 1)
+            return f.read(MAX_POLICY_BYTES + 1)
         except OSError as e:
             raise PolicyFileError(f"read policy {p}: {e.strerror or e}") from None
-    return parse_policy(data, base=p.parent, source=str(p))

@@ -6,12 +6,14 @@
 - ``envvar:NAME``: an unencrypted PKCS#8 PEM key held in the environment variable NAME, as
   ``key gen`` writes it (its ``Socair-Issuer`` line names the issuer), or that text base64-encoded;
 - ``hsm:[KEYID][?label=TOKEN]``: a PKCS#11 token through securesystemslib's
-  ``HSMSigner`` (``PYKCS11LIB`` names the PKCS#11 module, ``MODELSEAL_HSM_PIN`` the user PIN);
+  ``HSMSigner`` (``PYKCS11LIB`` names the PKCS#11 module, ``MODELSEAL_HSM_PIN`` the user PIN;
+  a URI carrying a PIN, RFC 7512's ``pin-value`` or ``pin-source``, is refused);
 - any other scheme securesystemslib registers (``gcpkms:``, ``awskms:``, ``azurekms:``,
   ``hv:``, ...) is passed through; its public key is read from the PEM file
   that ``MODELSEAL_SIGNER_PUBLIC_KEY`` names.
 
-No key material, PIN or environment value ever reaches a message.
+No key material, PIN or environment value ever reaches a message, nor a
+URI's query or path attributes (:mod:`modelseal.attest.signing.signer_uris`).
 """
 
 from __future__ import annotations
@@ -28,13 +30,15 @@ from cryptography.hazmat.primitives import serialization
 
 from modelseal.attest.dsse.keys import PublicKey, issuer_of, load_public_key
 from modelseal.attest.signing.private_keys import SigningKey, load_signing_key
+from modelseal.attest.signing.signer_uris import PIN_VARIABLE, refuse_pin, shown
 from modelseal.errors import Error, KeyFileError, OperationalError, UsageError
+from modelseal.text import printable
 
 __all__ = ["PIN_VARIABLE", "PUBLIC_KEY_VARIABLE", "KeySigner", "UriSigner", "load_signer"]
 
-PIN_VARIABLE = "MODELSEAL_HSM_PIN"
 PUBLIC_KEY_VARIABLE = "MODELSEAL_SIGNER_PUBLIC_KEY"
 _SCHEME = re.compile(r"([a-z][a-z0-9+.-]*):")
+_VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 MAX_ENV_KEY = 64 * 1024
 
 
@@ -58,7 +62,7 @@ class KeySigner(Protocol):
 
 @dataclass(frozen=True)
 class UriSigner:
-    """A securesystemslib signer behind a URI; ``uri`` is shown without its query."""
+    """A securesystemslib signer behind a URI; ``uri`` is its shown form (:func:`shown`: no query)."""
 
     uri: str
     backend: Any = field(repr=False)
@@ -107,6 +111,8 @@ def _env_text(uri: str, text: str) -> str:
 
 def _from_env(uri: str, name: str) -> UriSigner:
     """``envvar:NAME``: the key as ``key gen`` writes it (a ``Socair-Issuer`` line may come first)."""
+    if name and not _VARIABLE.fullmatch(name):
+        raise UsageError(f"signer {shown(uri)}: give an environment variable's name, letters, digits and _")
     text = os.environ.get(name)
     if not name or text is None:
         raise KeyFileError(f"signer {uri}: environment variable {name or '(none)'} is not set")
@@ -142,13 +148,14 @@ def _from_hsm(uri: str) -> UriSigner:
 
     from securesystemslib.signer import HSMSigner  # type: ignore[attr-defined]
 
+    where = f"signer {shown(uri)}"  # never its query (the label) or path attributes
     if not os.environ.get("PYKCS11LIB"):
-        raise UsageError(f"signer {uri}: set PYKCS11LIB to the PKCS#11 module (e.g. libsofthsm2.so)")
+        raise UsageError(f"{where}: set PYKCS11LIB to the PKCS#11 module (e.g. libsofthsm2.so)")
     parsed = parse.urlparse(uri)
     try:
         keyid = int(parsed.path) if parsed.path else None
     except ValueError:
-        raise UsageError(f"signer {uri}: the key id is not a number") from None
+        raise UsageError(f"{where}: the key id is not a number") from None
     label = dict(parse.parse_qsl(parsed.query)).get("label")
     try:
         _, sslib_key = HSMSigner.import_(keyid, label, _pin)
@@ -156,11 +163,9 @@ def _from_hsm(uri: str) -> UriSigner:
     except KeyFileError:
         raise
     except Exception as e:  # python-pkcs11 raises its own tree; name the type only
-        raise OperationalError(
-            f"signer {uri}: PKCS#11 token or key not usable ({type(e).__name__})"
-        ) from None
-    public = load_public_key(sslib_key.keyval["public"], source=f"signer {uri}")
-    return UriSigner(uri, backend, public)
+        raise OperationalError(f"{where}: PKCS#11 token or key not usable ({type(e).__name__})") from None
+    public = load_public_key(sslib_key.keyval["public"], source=where)
+    return UriSigner(shown(uri), backend, public)
 
 
 def _passed_through(uri: str, scheme: str) -> UriSigner:
@@ -192,15 +197,22 @@ def load_signer(ref: str) -> KeySigner:
 
     Raises:
         KeyFileError: the key cannot be loaded (exit 1).
-        UsageError: an unknown scheme or missing setting (exit 2).
+        UsageError: an unknown scheme or missing setting, or a PIN in the URI (exit 2).
         OperationalError: a token or service failed (exit 3).
     """
+    refuse_pin(ref)  # before anything reads it, or quotes it
     match = _SCHEME.match(ref)
     if match is None or os.path.exists(ref):
+        if shown(ref) != printable(ref) and not os.path.exists(ref):  # a query or attributes: never shown
+            raise KeyFileError(
+                f"private key {shown(ref)}...: no such file (a signer URI starts with its scheme)"
+            )
         key: SigningKey = load_signing_key(ref)
         return key
     scheme, rest = match.group(1), ref[match.end() :]
     if scheme == "file":
+        if shown(rest) != printable(rest):
+            raise UsageError(f"signer {shown(ref)}: a file: URI takes a path alone (no query, ';' or '#')")
         local = load_signing_key(rest.removeprefix("//"))
         signer = _crypto_signer(f"file:{rest}", local.key)
         return UriSigner(signer.uri, signer.backend, local.public, local.issuer)

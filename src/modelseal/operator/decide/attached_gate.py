@@ -47,7 +47,7 @@ from modelseal.operator.sources.attached_images import Lookup
 from modelseal.publish.referrers.attestations import judge_attached
 from modelseal.publish.registry.reference import ImageReference, parse_reference
 
-__all__ = ["REASON_VERIFYING_ATTACHED", "discovered_image", "evaluate_attached"]
+__all__ = ["REASON_VERIFYING_ATTACHED", "discovered_image", "evaluate_attached", "preferred_keyids"]
 
 REASON_VERIFYING_ATTACHED = "VerifyingImageAttestations"
 
@@ -81,6 +81,18 @@ def _policies(
     publisher_policy = TrustPolicy(keys, predicate_types=(IMAGE_PREDICATE_TYPE,), max_age=settings.max_age,
                                    revoked=base.revoked, windows=base.windows)  # fmt: skip
     return [*out, publisher_policy], len(out)
+
+
+def preferred_keyids(
+    settings: OperatorSettings, trusted: ConfigMapRead | None, publisher: ConfigMapRead | None
+) -> frozenset[str]:
+    """The keyids whose hinted attachments are read first: every key that may admit one (none
+    when a trust source cannot be read, which refuses anyway)."""
+    try:
+        policies, _ = _policies(settings, trusted, publisher)
+    except RefusedError:
+        return frozenset()
+    return frozenset(k for p in policies for k in p.keys)
 
 
 def evaluate_attached(

@@ -3,11 +3,14 @@
 For ``--discover-image-attestations`` (and the consumers of signed
 ``prefetchOCI`` results) the operator reads what is attached to a Model's
 pinned image: the manifest by digest, the referrers API or else the
-referrers tag schema, and at most 16 envelopes
+referrers tag schema, and the envelopes of at most 32 referrers
 (:func:`modelseal.publish.referrers.attestations.read_attached`: every document
 with a cap, every manifest and blob checked against its digest, a referrer
-whose ``subject`` is another image never used). Of those envelopes at most
-1 MiB in all is kept per image; the rest are reported unusable.
+whose ``subject`` is another image never used). Those hinted with a trusted
+keyid are read first, then the rest, smallest first within each rank, while
+they fit in 1 MiB of envelopes per image; the rest are counted as skipped
+(:mod:`modelseal.publish.referrers.order`). A read is made for the keyids
+trusted at the time; when they change, the image is read again.
 
 A read runs in a thread of the reader's own pool of two, never on the event
 loop, and under a deadline: each request waits at most 20 s for a byte, and a
@@ -33,14 +36,14 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import httpx
 
 from modelseal.errors import Error, InputError, OperationalError
 from modelseal.operator.sources.source_image import RegistryAccess
 from modelseal.publish.referrers.attestations import AttachedImage, read_attached
-from modelseal.publish.referrers.envelopes import FoundEnvelope
+from modelseal.publish.referrers.order import ReadBudget
 from modelseal.publish.registry.auth import load_docker_config
 from modelseal.publish.registry.client import RegistryClient
 from modelseal.publish.registry.deferred_trust import DeferredTrust, TrustUnreadable
@@ -50,7 +53,7 @@ __all__ = ["AttachedImages", "Lookup"]
 
 _logger = logging.getLogger(__name__)
 
-MAX_IMAGE_ENVELOPE_BYTES = 1024 * 1024  # kept per image, in all
+MAX_IMAGE_ENVELOPE_BYTES = 1024 * 1024  # read per image, in all
 MAX_CACHED_BYTES = 64 * 1024 * 1024  # envelopes and parsed manifests
 PARSED_MANIFEST_FACTOR = 4  # a manifest's layers, parsed, take up to about 4 times its bytes
 MAX_CACHED_IMAGES = 1024
@@ -98,25 +101,12 @@ class _Stream(httpx.SyncByteStream):
         self.inner.close()
 
 
-def _within_budget(attached: AttachedImage) -> AttachedImage:
-    """The read with envelopes past :data:`MAX_IMAGE_ENVELOPE_BYTES` (in all) reported unusable."""
-    kept, total = [], 0
-    for found in attached.found:
-        size = len(found.envelope or b"")
-        if total + size > MAX_IMAGE_ENVELOPE_BYTES:
-            why = f"over the operator's {MAX_IMAGE_ENVELOPE_BYTES} bytes of envelopes per image"
-            found = FoundEnvelope(found.referrer, None, why)
-        else:
-            total += size
-        kept.append(found)
-    return replace(attached, found=tuple(kept))
-
-
 @dataclass(frozen=True)
 class _Read:
     attached: AttachedImage | None  # the latest successful read
     error: Error | None  # why the latest read failed, if it did
     at: float
+    prefer: frozenset[str] = frozenset()  # the keyids read first
 
 
 def _footprint(read: _Read) -> int:
@@ -145,8 +135,9 @@ class AttachedImages:
         self._waiters: dict[ImageKey, set[Hashable]] = {}
         self.reads = 0  # registry reads started
 
-    def _fetch(self, ref: ImageReference) -> AttachedImage:
-        """Blocking: the image's attachments, read under the deadline."""
+    def _fetch(self, ref: ImageReference, prefer: frozenset[str]) -> AttachedImage:
+        """Blocking: the image's attachments, those hinted with a keyid in ``prefer`` first, read
+        under the deadline."""
         credentials = load_docker_config(self.access.docker_config).credentials_for(ref.registry)
         verify = DeferredTrust(self.access.ca_file)  # a FIFO is refused, never waited on
         if self.access.ca_file is not None:
@@ -158,47 +149,51 @@ class AttachedImages:
         with RegistryClient(ref, credentials=credentials, plain_http=ref.registry in self.access.plain_http,
                             retries=2, push=False, user_agent="modelseal-operator",
                             transport=transport) as client:  # fmt: skip
-            return _within_budget(read_attached(client, ref))
+            return read_attached(client, ref, prefer, ReadBudget(envelope_bytes=MAX_IMAGE_ENVELOPE_BYTES))
 
-    def lookup(self, ref: ImageReference, waiter: Hashable) -> Lookup:
+    def lookup(self, ref: ImageReference, waiter: Hashable, prefer: frozenset[str] = frozenset()) -> Lookup:
         """The latest read of ``ref``'s attachments; None while the first runs (``waiter`` is
-        then judged again when it ends). ``ref`` must be pinned by digest."""
+        then judged again when it ends). ``ref`` must be pinned by digest; ``prefer`` names the
+        keyids trusted now: a read made for others is made again (at most every ``retry_after``)."""
         assert ref.digest is not None
         key = (ref.registry, ref.repository, ref.digest)
         found = self._reads.get(key)
-        if found is None or (found.attached is None and time.monotonic() - found.at >= self.retry_after):
-            self._start(key, ref, waiter)
+        stale = found is not None and (found.attached is None or found.prefer != prefer)
+        if found is None or (stale and time.monotonic() - found.at >= self.retry_after):
+            self._start(key, ref, waiter, prefer)
         if found is None:
             return None
         self._reads.move_to_end(key)
         return found.attached if found.attached is not None else found.error
 
-    def refresh(self, ref: ImageReference, waiter: Hashable) -> None:
+    def refresh(self, ref: ImageReference, waiter: Hashable, prefer: frozenset[str] = frozenset()) -> None:
         """Read again (an attestation may have been attached since), unless the last read is recent."""
         assert ref.digest is not None
         key = (ref.registry, ref.repository, ref.digest)
         found = self._reads.get(key)
         if found is None or time.monotonic() - found.at >= self.retry_after:
-            self._start(key, ref, waiter)
+            self._start(key, ref, waiter, prefer)
 
-    def _start(self, key: ImageKey, ref: ImageReference, waiter: Hashable) -> None:
+    def _start(self, key: ImageKey, ref: ImageReference, waiter: Hashable, prefer: frozenset[str]) -> None:
         self._waiters.setdefault(key, set()).add(waiter)
         if key not in self._running:
             self.reads += 1
-            self._running[key] = asyncio.create_task(self._read(key, ref))
+            self._running[key] = asyncio.create_task(self._read(key, ref, prefer))
 
-    async def _read(self, key: ImageKey, ref: ImageReference) -> None:
+    async def _read(self, key: ImageKey, ref: ImageReference, prefer: frozenset[str]) -> None:
         earlier = self._reads.get(key)
         try:
-            attached = await asyncio.get_running_loop().run_in_executor(self._pool, self._fetch, ref)
-            read = _Read(attached, None, time.monotonic())
+            loop = asyncio.get_running_loop()
+            attached = await loop.run_in_executor(self._pool, self._fetch, ref, prefer)
+            read = _Read(attached, None, time.monotonic(), prefer)
         except asyncio.CancelledError:
             raise
         except Exception as e:  # every failure is a reason: none may escape a background task
             if not isinstance(e, Error):
                 _logger.exception("reading the attestations attached to %s failed unexpectedly", ref.oci)
             error = e if isinstance(e, Error) else OperationalError(f"the read failed ({type(e).__name__})")
-            read = _Read(earlier.attached if earlier else None, error, time.monotonic())
+            read = _Read(earlier.attached if earlier else None, error, time.monotonic(),
+                         earlier.prefer if earlier else prefer)  # fmt: skip
         finally:
             self._running.pop(key, None)
         self._keep(key, read)

@@ -35,6 +35,7 @@ from modelseal.errors import RegistryError
 from modelseal.publish.image.contents import describe, served_files
 from modelseal.publish.image.modelpack_read import served_info, signed_as_held
 from modelseal.publish.referrers.envelopes import FoundEnvelope, fetch_envelopes
+from modelseal.publish.referrers.order import DEFAULT_BUDGET, MAX_SIGNATURES_JUDGED, ReadBudget, judging_order
 from modelseal.publish.referrers.store import Subject
 from modelseal.publish.registry.client import RegistryClient
 from modelseal.publish.registry.reference import ImageReference
@@ -53,6 +54,8 @@ __all__ = [
 
 #: one envelope's verdict under one policy, for the image's digest (hex)
 Check = Callable[[bytes, TrustPolicy, str], Verdict]
+#: (referrer, envelope or None, why it is unusable, the keyids its descriptor and manifest hint at)
+Candidate = tuple[str | None, bytes | None, str | None, frozenset[str]]
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,8 @@ class ImageVerdict:
     files: list[dict[str, Any]] = field(default_factory=list)
     tried: list[tuple[str, str]] = field(default_factory=list)  # (referrer, why it was refused)
     policy: int = 0  # which of the policies given admitted it
+    listed: int = 0  # referrers the registry listed
+    skipped: int = 0  # of those, left unread or unjudged by the caps
 
 
 @dataclass(frozen=True)
@@ -89,8 +94,9 @@ class AttachedImage:
     info: dict[str, Any]
     found: tuple[FoundEnvelope, ...]
     via: str
-    listed: int  # how many referrers the registry listed (at most MAX_ENVELOPES are read)
+    listed: int  # how many referrers the registry listed
     manifest_size: int = 0  # the bytes of the image's manifest, which ``info`` was parsed from
+    skipped: int = 0  # of those listed, how many were not read (over the caps)
 
     @property
     def size(self) -> int:
@@ -178,48 +184,73 @@ def _bound_files(verdict: Verdict, info: dict[str, Any]) -> tuple[Verdict, list[
     return verdict, listed
 
 
-def read_attached(client: RegistryClient, ref: ImageReference) -> AttachedImage:
-    """The image ``ref`` names (a tag resolved once) and the envelopes attached to it.
+def read_attached(
+    client: RegistryClient,
+    ref: ImageReference,
+    prefer: frozenset[str] = frozenset(),
+    budget: ReadBudget = DEFAULT_BUDGET,
+) -> AttachedImage:
+    """The image ``ref`` names (a tag resolved once) and the envelopes attached to it: those
+    hinted with a keyid in ``prefer`` first, within ``budget``.
 
     Raises:
         RegistryError, VerificationError: the image or its referrers cannot be read.
     """
     info, subject = read_subject(client, ref)
-    found, via, listed = fetch_envelopes(client, subject.digest)
+    read = fetch_envelopes(client, subject.digest, prefer, budget)
     pinned = ref.pinned(subject.digest).oci
-    return AttachedImage(pinned, subject.digest, info, tuple(found), via, listed, subject.size)
+    return AttachedImage(pinned, subject.digest, info, tuple(read.found), read.via, read.listed, subject.size,
+                         read.skipped)  # fmt: skip
 
 
-def judge_attached(attached: AttachedImage, policies: Sequence[TrustPolicy], check: Check) -> ImageVerdict:
+def judge_attached(
+    attached: AttachedImage,
+    policies: Sequence[TrustPolicy],
+    check: Check,
+    max_checks: int = MAX_SIGNATURES_JUDGED,
+) -> ImageVerdict:
     """Each attached envelope under each policy in turn: admitted when one is.
 
-    Otherwise the first refusal speaks for all (``tried`` lists them); ``check``
+    Trusted hints first (:mod:`modelseal.publish.referrers.order`), cheapest
+    first within a rank, while the signatures they carry (once for each
+    policy) fit in ``max_checks``. Otherwise the first refusal speaks for all (``tried``
+    lists them, ``skipped`` counts what the caps left out); ``check``
     computes one verdict (the operator's caches its verdicts).
     """
-    candidates = [(f.referrer, f.envelope, f.error) for f in attached.found]
-    return _judge(attached.image, attached.digest, attached.info, candidates,
-                  attached.via, attached.listed, policies, check)  # fmt: skip
+    candidates = [(f.referrer, f.envelope, f.error, f.hints) for f in attached.found]
+    read = (attached.via, attached.listed, attached.skipped)
+    return _judge(
+        attached.image, attached.digest, attached.info, candidates, read, policies, check, max_checks
+    )
 
 
 def _judge(
     image: str,
     digest: str,
     info: dict[str, Any],
-    candidates: Sequence[tuple[str | None, bytes | None, str | None]],
-    via: str | None,
-    listed: int,
+    candidates: Sequence[Candidate],
+    read: tuple[str | None, int, int],  # how the referrers were found, how many listed and skipped
     policies: Sequence[TrustPolicy],
     check: Check,
+    max_checks: int,
 ) -> ImageVerdict:
     tried: list[tuple[str, str]] = []
     first: Verdict | None = None
-    for referrer, data, error in candidates:
+    (via, listed, skipped), spent = read, 0
+    prefer = frozenset(k for p in policies for k in p.keys)
+    for at, cost in judging_order([(c[1], c[3]) for c in candidates], prefer, len(policies)):
+        referrer, data, error, _ = candidates[at]
+        if spent + cost > max_checks:
+            skipped += 1
+            continue
+        spent += cost
         refusal: Verdict | None = None
         for index, policy in enumerate(policies if data is not None else ()):
             assert data is not None
             verdict, files = _bound_files(check(data, policy, digest.removeprefix("sha256:")), info)
             if verdict.admitted:
-                return ImageVerdict(verdict, image, digest, referrer, via, files, tried, index)
+                return ImageVerdict(verdict, image, digest, referrer, via, files, tried, index,
+                                    listed, skipped)  # fmt: skip
             if refusal is None or (refusal.reason == Reason.SIGNATURE_INVALID != verdict.reason):
                 refusal = verdict  # the first policy that knows the signer speaks for the others
         if refusal is None:  # unreadable (or no policy to judge it by)
@@ -228,18 +259,23 @@ def _judge(
                               message=f"attestation does not verify: {why}")  # fmt: skip
         tried.append((referrer or "(given)", refusal.message))
         first = first or refusal
+    caps = f"{skipped} skipped: over the caps on referrers, envelope bytes and signatures judged"
+    looked = f"looked up through the {via}"
     if first is None:
-        first = Verdict(
-            admitted=False,
-            reason=Reason.UNSIGNED,
-            message=f"attestation does not verify: no attestation is attached to {image} (looked up"
-            f" through the {via})",
+        none = (
+            f"none of the {listed} attestations attached to {image} was read ({caps}; {looked})"
+            if skipped
+            else f"no attestation is attached to {image} ({looked})"
         )
-    elif len(tried) > 1:
-        more = f" ({listed} listed)" if listed > len(tried) else ""
-        message = f"none of the {len(tried)} attached attestations{more} admits {image}; the first: "
+        first = Verdict(
+            admitted=False, reason=Reason.UNSIGNED, message=f"attestation does not verify: {none}"
+        )
+    elif len(tried) > 1 or skipped:
+        counted = [f"{listed} listed"] * (listed > len(tried)) + [caps] * bool(skipped)
+        counts = f" ({', '.join(counted)})" if counted else ""
+        message = f"none of the {len(tried)} attached attestations read{counts} admits {image}; the first: "
         first = first.model_copy(update={"message": message + first.message})
-    return ImageVerdict(first, image, digest, None, via, [], tried)
+    return ImageVerdict(first, image, digest, None, via, [], tried, 0, listed, skipped)
 
 
 def verify_image(
@@ -262,7 +298,8 @@ def verify_image(
         return evaluate_any(data, policy, expected=ExpectedDigest(digest), now=now)
 
     if envelope is None:
-        return judge_attached(read_attached(client, ref), [policy], check)
+        return judge_attached(read_attached(client, ref, frozenset(policy.keys)), [policy], check)
     info, subject = read_subject(client, ref)
     image = ref.pinned(subject.digest).oci
-    return _judge(image, subject.digest, info, [(None, envelope, None)], None, 1, [policy], check)
+    given = [(None, envelope, None, frozenset[str]())]
+    return _judge(image, subject.digest, info, given, (None, 1, 0), [policy], check, MAX_SIGNATURES_JUDGED)

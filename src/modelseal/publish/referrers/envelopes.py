@@ -5,8 +5,9 @@ The same way round as they are written: the referrers API
 on the registry), then the referrers tag schema (``sha256-<hex>``). Every
 document is read with a cap, every manifest and blob checked against its
 digest, and every artifact's ``subject`` against the image: a referrer for
-another image is reported, never used. At most :data:`MAX_ENVELOPES`
-distinct attestations are kept, whatever a registry lists.
+another image is reported, never used. What is read, and in which order,
+is :mod:`modelseal.publish.referrers.order`'s: trusted hints first, and no
+more than its caps whatever a registry lists; the rest is counted as skipped.
 """
 
 from __future__ import annotations
@@ -19,6 +20,15 @@ from typing import Any
 from modelseal.errors import RegistryError, VerificationError
 from modelseal.publish.image import layout
 from modelseal.publish.referrers.bundles import BUNDLE_ARTIFACT_TYPE
+from modelseal.publish.referrers.order import (
+    DEFAULT_BUDGET,
+    MAX_ARTIFACT_MANIFEST_BYTES,
+    Candidates,
+    Rank,
+    ReadBudget,
+    hinted,
+    rank,
+)
 from modelseal.publish.referrers.store import (
     ARTIFACT_TYPE,
     DIGEST_PATTERN,
@@ -35,34 +45,63 @@ from modelseal.publish.registry.client import RegistryClient
 from modelseal.publish.registry.replies import json_object
 from modelseal.text import printable
 
-__all__ = ["MAX_ENVELOPES", "FoundEnvelope", "fetch_envelopes", "list_referrers"]
+__all__ = ["Attachments", "FoundEnvelope", "Listing", "fetch_envelopes", "list_referrers"]
 
-MAX_ENVELOPES = 16  # read at most this many of an image's attestations
+MAX_PAGES = 8
 # artifactType -> its one layer's media type: modelseal's DSSE envelopes; Sigstore bundles, cosign's way
 KINDS = {ARTIFACT_TYPE: ENVELOPE_MEDIA_TYPE, BUNDLE_ARTIFACT_TYPE: BUNDLE_ARTIFACT_TYPE}
-MAX_PAGES = 8
 
 
 @dataclass(frozen=True)
 class FoundEnvelope:
-    """An envelope read from one referrer, or why it could not be used."""
+    """An envelope read from one referrer, or why it could not be used; ``hints`` the keyids its
+    descriptor and manifest name (an order, never a verdict)."""
 
     referrer: str
     envelope: bytes | None
     error: str | None = None
+    hints: frozenset[str] = frozenset()
 
 
-def list_referrers(client: RegistryClient, digest: str) -> tuple[list[dict[str, Any]], str, int]:
-    """The first :data:`MAX_ENVELOPES` distinct descriptors of ``digest``'s attestations (:data:`KINDS`),
-    how they were found, and how many were listed. Only those are kept, page by page: 8 pages of
-    4 MiB list some 300,000 descriptors, about 90 MiB once parsed.
+@dataclass(frozen=True)
+class Listing:
+    """The referrers to read, in the order to read them; how they were found; how many entries
+    were listed, and how many of them are left unread."""
+
+    descriptors: list[dict[str, Any]]
+    via: str
+    listed: int
+    unread: int
+
+
+@dataclass(frozen=True)
+class Attachments:
+    """What was read of an image's attachments: each envelope (or why it is unusable), in the
+    order to judge them; how they were found; entries listed; and how many were skipped (listed
+    but not read: over the caps)."""
+
+    found: list[FoundEnvelope]
+    via: str
+    listed: int
+    skipped: int
+
+
+def list_referrers(
+    client: RegistryClient,
+    digest: str,
+    prefer: frozenset[str] = frozenset(),
+    keep: int = DEFAULT_BUDGET.referrers,
+) -> Listing:
+    """The descriptors of ``digest``'s attestations (:data:`KINDS`) to read: at most ``keep``, those
+    hinted with a keyid in ``prefer`` first. Only those are kept, page by page: 8 pages of 4 MiB
+    list some 300,000 descriptors, about 90 MiB once parsed.
 
     Raises:
         RegistryError: unreachable, refused, or a malformed or oversized list.
     """
     # two kinds are read, and the API filters by one artifactType at most: the list is filtered here
     path, via, listed = f"/v2/{client.repository}/referrers/{digest}", VIA_API, 0
-    kept: dict[str, dict[str, Any]] = {}  # by digest
+    candidates = Candidates(prefer, keep)
     for page in range(MAX_PAGES):
         status, headers, body = client.get_capped(
             path, what="list referrers", accept=layout.MEDIA_INDEX, cap=MAX_INDEX_BYTES
@@ -76,13 +115,13 @@ def list_referrers(client: RegistryClient, digest: str) -> tuple[list[dict[str, 
         for d in index["manifests"]:
             if d.get("artifactType") in KINDS:
                 listed += 1
-                if len(kept) < MAX_ENVELOPES:
-                    kept.setdefault(d["digest"], d)
+                candidates.offer(d)
         link = _next_link(headers.get("Link", "")) if status != 404 else None
         if link is None:
             break
         path = link
-    return list(kept.values()), via, listed
+    descriptors, unread = candidates.ordered()
+    return Listing(descriptors, via, listed, unread)
 
 
 def _next_link(header: str) -> str | None:
@@ -94,8 +133,9 @@ def _next_link(header: str) -> str | None:
     return target if target.startswith("/v2/") else None
 
 
-def _artifact_layer(body: bytes, digest: str, subject: str) -> dict[str, Any]:
-    """The envelope layer of a referrer manifest, after checking it refers to ``subject``."""
+def _artifact_layer(body: bytes, digest: str, subject: str) -> tuple[dict[str, Any], frozenset[str]]:
+    """The envelope layer of a referrer manifest, after checking it refers to ``subject``; and
+    the keyids its annotations hint at."""
     where = f"referrer {digest}"
     manifest = json_object(body, where)
     named = manifest.get("subject")
@@ -122,7 +162,7 @@ def _artifact_layer(body: bytes, digest: str, subject: str) -> dict[str, Any]:
         raise RegistryError(
             f"{where}: the layer is not a {KINDS[kind]} of at most {MAX_ENVELOPE_BYTES} bytes"
         )
-    return layer
+    return layer, hinted(manifest.get("annotations"))
 
 
 def _read_blob(client: RegistryClient, digest: str, size: int) -> bytes:
@@ -137,24 +177,47 @@ def _read_blob(client: RegistryClient, digest: str, size: int) -> bytes:
     return bytes(data)
 
 
-def fetch_envelopes(client: RegistryClient, digest: str) -> tuple[list[FoundEnvelope], str, int]:
+def fetch_envelopes(
+    client: RegistryClient,
+    digest: str,
+    prefer: frozenset[str] = frozenset(),
+    budget: ReadBudget = DEFAULT_BUDGET,
+) -> Attachments:
     """The envelopes attached to image ``digest``: each found, or why it was not usable.
 
-    Returns the envelopes (at most :data:`MAX_ENVELOPES`), how they were
-    found, and how many referrers were listed in all.
+    The referrers' manifests first (at most ``budget.referrers``, hinted with a
+    keyid in ``prefer`` first), then their envelopes by rank and size, smallest
+    first, while they fit in ``budget.envelope_bytes``.
 
     Raises:
         RegistryError: the list of referrers cannot be read.
     """
-    descriptors, via, listed = list_referrers(client, digest)
-    out: list[FoundEnvelope] = []
-    for d in descriptors:
+    listing = list_referrers(client, digest, prefer, budget.referrers)
+    unusable: list[FoundEnvelope] = []
+    layers: list[tuple[Rank, int, int, str, dict[str, Any], frozenset[str]]] = []
+    for position, d in enumerate(listing.descriptors):
+        listed_hint = hinted(d.get("annotations"))
         try:
-            got = get_manifest_capped(client, d["digest"], f"fetch referrer {d['digest']}")
+            got = get_manifest_capped(
+                client, d["digest"], f"fetch referrer {d['digest']}", cap=MAX_ARTIFACT_MANIFEST_BYTES
+            )
             if got is None:
                 raise RegistryError(f"referrer {d['digest']}: listed, but no such manifest")
-            layer = _artifact_layer(got[0], d["digest"], digest)
-            out.append(FoundEnvelope(d["digest"], _read_blob(client, layer["digest"], layer["size"])))
+            layer, hints = _artifact_layer(got[0], d["digest"], digest)
         except (RegistryError, VerificationError) as e:
-            out.append(FoundEnvelope(d["digest"], None, str(e)))
-    return out, via, listed
+            unusable.append(FoundEnvelope(d["digest"], None, str(e), listed_hint))
+            continue
+        hints |= listed_hint
+        layers.append((rank(hints, prefer), layer["size"], position, d["digest"], layer, hints))
+    found: list[FoundEnvelope] = []
+    left, skipped = budget.envelope_bytes, listing.unread
+    for _, size, _, referrer, layer, hints in sorted(layers, key=lambda t: t[:3]):
+        if size > left:
+            skipped += 1
+            continue
+        left -= size
+        try:
+            found.append(FoundEnvelope(referrer, _read_blob(client, layer["digest"], size), None, hints))
+        except RegistryError as e:
+            found.append(FoundEnvelope(referrer, None, str(e), hints))
+    return Attachments(found + unusable, listing.via, listing.listed, skipped)

@@ -3,8 +3,10 @@
 An envelope is attached as an artifact: an image manifest whose ``subject``
 is the image's descriptor, whose ``artifactType`` is :data:`ARTIFACT_TYPE`,
 whose config is the OCI empty descriptor, and whose one layer is the DSSE
-envelope (:data:`ENVELOPE_MEDIA_TYPE`). The same envelope always gives the
-same manifest, so attaching it twice changes nothing.
+envelope (:data:`ENVELOPE_MEDIA_TYPE`), and whose annotation
+``dev.modelseal.dsse.keyids`` names the keyids its signatures carry (a hint
+a reader orders by: :mod:`modelseal.publish.referrers.order`). The same
+envelope always gives the same manifest, so attaching it twice changes nothing.
 
 A registry with the referrers API (``GET /v2/<name>/referrers/<digest>``)
 says so by answering the push with an ``OCI-Subject`` header and lists the
@@ -26,6 +28,7 @@ from typing import Any
 
 from modelseal.errors import RegistryError
 from modelseal.publish.image import layout
+from modelseal.publish.referrers.order import ANN_KEYIDS, envelope_keyids, keyid_hint
 from modelseal.publish.registry.client import MANIFEST_TYPES, RegistryClient
 from modelseal.publish.registry.replies import json_object
 
@@ -106,12 +109,20 @@ def artifact_manifest(subject: Subject, envelope: bytes, predicate_type: str | N
         "layers": [layer],
         "subject": {"mediaType": subject.media_type, "digest": subject.digest, "size": subject.size},
     }
+    hint = keyid_hint(envelope_keyids(envelope))
+    if hint:
+        manifest["annotations"] = {ANN_KEYIDS: hint}
     return json.dumps(manifest, separators=(",", ":"), ensure_ascii=True).encode()
 
 
 def _descriptor(body: bytes, digest: str, artifact_type: str) -> dict[str, Any]:
-    return {"mediaType": layout.MEDIA_MANIFEST, "digest": digest, "size": len(body),
-            "artifactType": artifact_type}  # fmt: skip
+    """The tag schema's entry: with the manifest's annotations, as the referrers API lists them."""
+    descriptor = {"mediaType": layout.MEDIA_MANIFEST, "digest": digest, "size": len(body),
+                  "artifactType": artifact_type}  # fmt: skip
+    annotations = json.loads(body).get("annotations")
+    if annotations:
+        descriptor["annotations"] = annotations
+    return descriptor
 
 
 def attach(
@@ -180,12 +191,14 @@ def parse_index(body: bytes, where: str) -> dict[str, Any]:
     return index
 
 
-def get_manifest_capped(client: RegistryClient, reference: str, what: str) -> tuple[bytes, str] | None:
+def get_manifest_capped(
+    client: RegistryClient, reference: str, what: str, cap: int = MAX_INDEX_BYTES
+) -> tuple[bytes, str] | None:
     """A manifest's bytes and media type (None: absent), read with a cap; one fetched
     by digest must hash to it."""
     status, headers, body = client.get_capped(
         f"/v2/{client.repository}/manifests/{reference}", what=what, accept=", ".join(MANIFEST_TYPES),
-        cap=MAX_INDEX_BYTES,
+        cap=cap,
     )  # fmt: skip
     if status == 404:
         return None
