@@ -77,6 +77,13 @@ def register(commands: Any) -> None:
     attest.add_argument(
         "--attach", action="store_true", help="for an image: push the envelope beside it as an OCI referrer"
     )
+    attest.add_argument(
+        "--bundle",
+        action="store_true",
+        help="for an image: a Sigstore bundle (v0.3, one key, no transparency log) rather than a bare"
+        " envelope; --attach pushes it as cosign does (artifactType"
+        " application/vnd.dev.sigstore.bundle.v0.3+json)",
+    )
     registry_options(attest)
     attest.set_defaults(handler=attest_cmd)
 
@@ -168,13 +175,16 @@ def attest_cmd(args: argparse.Namespace) -> int:
     from modelseal.attest.signing.sign import make_statement, sign_payload
     from modelseal.attest.signing.signers import load_signer
 
-    if not any(is_image(p) for p in args.paths) and (args.attach or not args.predicate_type):
+    if not any(is_image(p) for p in args.paths) and (args.attach or args.bundle or not args.predicate_type):
+        flag = "--attach" if args.attach else "--bundle" if args.bundle else None
         raise UsageError(
-            "--attach is for an image (oci://...)"
-            if args.attach
+            f"{flag} is for an image (oci://...)"
+            if flag
             else "files need --predicate-type URI, a URI naming what you attest (for example"
             f" --predicate-type {EXAMPLE_PREDICATE_TYPE}); verify then takes the same one"
         )
+    if args.bundle and len(args.key) != 1:
+        raise UsageError("--bundle: a Sigstore bundle carries one signature; give one --key")
     keys = [load_signer(k) for k in args.key]
     predicate: Any = {}
     if args.predicate:

@@ -51,11 +51,16 @@ def _warn_tag(ref: ImageReference, digest: str, doing: str) -> None:
         )
 
 
-def attach_signed(client: Any, signed: SignedImage) -> Attached:
-    """Push a signed image's envelope as a referrer and say where it went (stderr)."""
+def attach_signed(client: Any, signed: SignedImage, bundle: bytes | None = None) -> Attached:
+    """Push a signed image's envelope (or ``bundle``, cosign's way) as a referrer and say where
+    it went (stderr)."""
+    from modelseal.publish.referrers.bundles import attach_bundle
     from modelseal.publish.referrers.store import attach, referrers_tag
 
-    attached = attach(client, signed.subject, signed.envelope.to_json(), signed.predicate_type)
+    if bundle is not None:
+        attached = attach_bundle(client, signed.subject, bundle, signed.predicate_type)
+    else:
+        attached = attach(client, signed.subject, signed.envelope.to_json(), signed.predicate_type)
     where = attached.via
     if where.endswith("tag schema"):
         where += f", tag {referrers_tag(signed.subject.digest)}"
@@ -76,8 +81,13 @@ def attest_image(args: argparse.Namespace, keys: list[KeySigner], predicate: dic
     with registry_client(ref, args, push=bool(args.attach)) as client:
         signed = sign_image(client, ref, keys, predicate_type=args.predicate_type, predicate=predicate)
         _warn_tag(ref, signed.subject.digest, "signed")
+        document = signed.envelope.to_json()
+        if args.bundle:
+            from modelseal.publish.referrers.bundles import envelope_bundle
+
+            document = envelope_bundle(signed.envelope, keys[0].public)
         if args.out:
-            write_atomic(args.out, signed.envelope.to_json())
+            write_atomic(args.out, document)
         image = ref.pinned(signed.subject.digest).oci
         what = (
             f"{len(signed.info.get('files') or [])} file(s)"  # the image predicate lists them
@@ -88,9 +98,9 @@ def attest_image(args: argparse.Namespace, keys: list[KeySigner], predicate: dic
         if args.out:
             print(f"  {printable(args.out)}", file=sys.stderr)
         if args.attach:
-            attach_signed(client, signed)
+            attach_signed(client, signed, document if args.bundle else None)
     if not args.out:
-        sys.stdout.write(signed.envelope.to_json().decode() + "\n")
+        sys.stdout.write(document.decode() + "\n")
     return 0
 
 

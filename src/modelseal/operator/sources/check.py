@@ -42,7 +42,9 @@ class SourceCheck:
     bound: str | None = None
 
 
-def judge(ref: ImageReference, sha256: str, primary: str | None, error: Exception | None) -> SourceCheck:
+def judge(
+    ref: ImageReference, sha256: str, primary: str | None, error: Exception | None, *, raw: bool = False
+) -> SourceCheck:
     """The condition for ``ref`` from a check's outcome: the primary file that matched, or the error."""
     want = sha256.strip().lower()
     if isinstance(error, VerificationError):
@@ -52,7 +54,8 @@ def judge(ref: ImageReference, sha256: str, primary: str | None, error: Exceptio
     if error is not None:
         why = f"{ref.oci}: the check failed unexpectedly ({type(error).__name__})"
         return SourceCheck(False, REASON_UNREADABLE, why, blocks=True)
-    served = f"the primary file {primary} has SHA-256 {want} (its bytes were read)"
+    how = "its raw layer's digest, which the runtime checks on pull" if raw else "its bytes were read"
+    served = f"the primary file {primary} has SHA-256 {want} ({how})"
     if not ref.digest:
         unpinned = f"{ref.oci} is not pinned by digest: a tag can move, pin it with @sha256:"
         return SourceCheck(False, REASON_NOT_PINNED, f"{served}; {unpinned}")

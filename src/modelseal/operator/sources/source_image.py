@@ -7,6 +7,8 @@ layer of the image once (:func:`modelseal.publish.image.contents.check_served`),
 checks each blob against the manifest's digest and each tar stream for
 exactly one regular file named as its title, and hashes the primary file.
 Layer annotations are not trusted: whoever pushes an image writes them.
+A ModelPack artifact's raw layer is the file itself: its digest, which the
+runtime checks on pull, is compared with ``spec.sha256`` and no byte is read.
 
 The read runs in a thread of the checker's own pool of two, so the event
 loop never blocks and at most two images are read at once, each in chunks
@@ -82,6 +84,7 @@ class _Verdict:
     error: Exception | None
     at: float
     files: tuple[LayerFile, ...] | None = None  # every file, when all were read
+    raw: bool = False  # the primary file is a ModelPack raw layer: bound by its digest, not read
 
 
 class SourceImageChecker:
@@ -116,15 +119,17 @@ class SourceImageChecker:
         with self._client(ref) as client:
             return ref.pinned(describe(client, ref)["digest"])
 
-    def _read(self, ref: ImageReference, sha256: str | None) -> tuple[str, tuple[LayerFile, ...] | None]:
-        """Blocking: the primary file's path once its bytes hash to ``sha256``; with None, every
-        file, each read and hashed."""
+    def _read(self, ref: ImageReference, sha256: str | None) -> _Verdict:
+        """Blocking: the primary file's path once its bytes hash to ``sha256`` (a ModelPack raw
+        layer: once its digest is ``sha256``); with None, every file, each read and hashed."""
         with self._client(ref) as client:
             info = describe(client, ref)
+            primary = primary_file(info)
             if sha256 is None:
-                return str(primary_file(info)["path"]), tuple(served_files(client, info, stop=self._stop))
+                files = tuple(served_files(client, info, stop=self._stop))
+                return _Verdict(str(primary["path"]), None, time.monotonic(), files)
             check_served(client, info, sha256, stop=self._stop)
-            return str(primary_file(info)["path"]), None
+            return _Verdict(str(primary["path"]), None, time.monotonic(), raw=bool(primary.get("raw")))
 
     async def check(
         self, spec: Mapping[str, Any], waiter: Hashable | None = None, binding: SignedFiles | None = None
@@ -163,7 +168,7 @@ class SourceImageChecker:
         verdict = self._verdicts.get(key)
         if verdict is not None:
             self._verdicts.move_to_end(key)
-            return judge(ref, sha256, verdict.primary, verdict.error)
+            return judge(ref, sha256, verdict.primary, verdict.error, raw=verdict.raw)
         failure = self._start(key, pinned, waiter)
         if failure is not None:
             return judge(ref, sha256, None, failure.error)
@@ -203,8 +208,7 @@ class SourceImageChecker:
     async def _verify(self, key: _ReadKey, ref: ImageReference) -> None:
         try:
             loop = asyncio.get_running_loop()
-            primary, files = await loop.run_in_executor(self._pool, self._read, ref, key[1])
-            verdict = _Verdict(primary, None, time.monotonic(), files)
+            verdict = await loop.run_in_executor(self._pool, self._read, ref, key[1])
         except asyncio.CancelledError:
             raise
         except Exception as e:  # every failure is a verdict: none may escape a background task

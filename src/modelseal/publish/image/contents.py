@@ -16,7 +16,7 @@ import threading
 from typing import Any
 
 from modelseal.errors import InputError, RegistryError, VerificationError
-from modelseal.publish.image import layout
+from modelseal.publish.image import layout, media_types, modelpack_read
 from modelseal.publish.image.layer_content import LayerFile, read_layer
 from modelseal.publish.registry.client import MANIFEST_TYPES, RegistryClient
 from modelseal.publish.registry.reference import ImageReference
@@ -41,7 +41,7 @@ def _text_map(value: Any, what: str, where: str) -> dict[str, str]:
     return value
 
 
-def _layer(layer: Any, index: int, where: str) -> dict[str, Any]:
+def _layer(layer: Any, index: int, where: str, pack: bool = False) -> dict[str, Any]:
     what = f"layers[{index}]"
     if not isinstance(layer, dict):
         raise RegistryError(f"{where}: the manifest's {what} is not an object")
@@ -60,8 +60,9 @@ def _layer(layer: Any, index: int, where: str) -> dict[str, Any]:
         raise RegistryError(f"{where}: {what}'s {layout.ANN_FILE_SIZE} is not a decimal number")
     if sha256 is not None and not _HEX64.fullmatch(sha256):
         raise RegistryError(f"{where}: {what}'s {layout.ANN_FILE_SHA256} is not 64 lowercase hex digits")
-    return {"path": notes.get(layout.ANN_TITLE), "size": int(file_size) if file_size is not None else None,
-            "sha256": sha256, "layer": digest, "layerSize": size, "mediaType": media_type}  # fmt: skip
+    entry = {"path": notes.get(layout.ANN_TITLE), "size": int(file_size) if file_size is not None else None,
+             "sha256": sha256, "layer": digest, "layerSize": size, "mediaType": media_type}  # fmt: skip
+    return modelpack_read.layer_file(entry, notes, what, where) if pack else entry
 
 
 def _check_titles(titles: list[str], where: str) -> None:
@@ -101,12 +102,19 @@ def describe(client: RegistryClient, ref: ImageReference) -> dict[str, Any]:
     layers = manifest.get("layers")
     if not isinstance(layers, list):
         raise RegistryError(f"{ref}: the manifest's layers is not a list")
-    files = [_layer(layer, i, str(ref)) for i, layer in enumerate(layers)]
+    pack = modelpack_read.is_modelpack(manifest, str(ref))
+    if pack and len(layers) > layout.MAX_FILES:  # refused before each is parsed
+        raise VerificationError(f"{ref}: {len(layers)} layers is more than the {layout.MAX_FILES} files read")
+    files = [_layer(layer, i, str(ref), pack) for i, layer in enumerate(layers)]
     titles = [f["path"] for f in files if f["path"] is not None]
     if titles:
         _check_titles(titles, str(ref))
     notes = _text_map(manifest.get("annotations"), "annotations", str(ref))
     primary = notes.get(layout.ANN_PRIMARY)
+    extra: dict[str, Any] = {"format": "image"}
+    if pack:
+        extra = {"format": "modelpack", **modelpack_read.read_config(client, manifest, files, str(ref))}
+        primary = primary or modelpack_read.primary_path(files)
     if primary is not None and primary not in titles:
         raise VerificationError(
             f"{ref}: the manifest names the primary file {primary!r}, which no layer holds"
@@ -117,6 +125,7 @@ def describe(client: RegistryClient, ref: ImageReference) -> dict[str, Any]:
         "primary": primary,
         "source": notes.get(layout.ANN_SOURCE),
         "files": files,
+        **extra,
     }
 
 
@@ -170,11 +179,14 @@ def _read_file(
     where = f"{image}: layer {i}" + (f" ({entry['path']})" if entry.get("path") else "")
     if entry.get("path") is None:
         raise VerificationError(f"{where} has no title, so which file it holds is unknown")
-    if entry["mediaType"] not in LAYER_TYPES:
+    if entry.get("raw"):  # the layer is the file: its digest binds the bytes, no byte need be read
+        got = modelpack_read.raw_file(client, entry, where)
+    elif entry["mediaType"] not in LAYER_TYPES and not _uncompressed_pack(entry["mediaType"]):
         raise VerificationError(f"{where} is {entry['mediaType'][:100]!r}, not an uncompressed tar layer")
-    with client.open_blob(entry["layer"]) as chunks:
-        got = read_layer(chunks, digest=entry["layer"], size=entry["layerSize"], title=entry["path"],
-                         where=where, stop=stop)  # fmt: skip
+    else:
+        with client.open_blob(entry["layer"]) as chunks:
+            got = read_layer(chunks, digest=entry["layer"], size=entry["layerSize"], title=entry["path"],
+                             where=where, stop=stop)  # fmt: skip
     if primary is not None and got.path == primary[0] and got.sha256 != primary[1]:
         raise VerificationError(
             f"{image}: the primary file {got.path} has SHA-256 {got.sha256}, not {primary[1]}"
@@ -185,6 +197,11 @@ def _read_file(
             f" its bytes are {got.sha256} ({got.size} bytes)"
         )
     return got
+
+
+def _uncompressed_pack(media_type: str) -> bool:
+    kind = media_types.parse_layer_type(media_type)
+    return kind is not None and kind.form == "tar"
 
 
 def check_served(

@@ -20,8 +20,9 @@ from typing import Any
 
 from modelseal.attest.digests.walk import ModelDir, walk_model_dir
 from modelseal.errors import InputError, RegistryError
-from modelseal.publish.image import layout
+from modelseal.publish.image import layout, media_types
 from modelseal.publish.image.layer_stream import FileLayer, LayerDigester, hash_layer
+from modelseal.publish.image.modelpack import ModelPackShape, PackedFile
 from modelseal.publish.registry.client import RegistryClient
 from modelseal.publish.registry.reference import ImageReference
 from modelseal.publish.registry.replies import json_object
@@ -150,10 +151,19 @@ def _reuse_candidates(
             _logger.info("nothing to reuse from %s: %s", ref, e)
             continue
         for layer in layers if isinstance(layers, list) else []:
-            if not isinstance(layer, dict) or layer.get("mediaType") != layout.MEDIA_LAYER:
-                continue
+            kind = layer.get("mediaType") if isinstance(layer, dict) else None
+            if kind != layout.MEDIA_LAYER and not (
+                isinstance(kind, str) and media_types.parse_layer_type(kind)
+            ):
+                continue  # a candidate is hashed again before it is reused: the key only finds it
+            assert isinstance(layer, dict)
             annotations = layer.get("annotations")
-            title = annotations.get(layout.ANN_TITLE) if isinstance(annotations, dict) else None
+            notes = annotations if isinstance(annotations, dict) else {}
+            title = (
+                notes.get(layout.ANN_TITLE)
+                if kind == layout.MEDIA_LAYER
+                else notes.get(media_types.ANN_FILEPATH)
+            )
             if (
                 isinstance(title, str)
                 and isinstance(layer.get("size"), int)
@@ -172,11 +182,13 @@ def publish(
     platform: layout.Platform | None = None,
     reuse_from: list[ImageReference] | None = None,
     progress: Callable[[int], None] | None = None,
+    shape: ModelPackShape | None = None,
 ) -> PublishResult:
     """Push ``files`` (primary first) as one image to ``destination`` (which has a tag).
 
     ``source`` is recorded in the image and the result without a URL's query
     or user info, so a signed download URL never ends up in a registry.
+    ``shape`` publishes a ModelPack artifact rather than an image.
 
     Raises:
         InputError: a file is missing, not regular, or changes while publishing.
@@ -185,7 +197,7 @@ def publish(
     assert destination.tag is not None
     source = public_url(source) if source else None
     layout.validate_paths([f.path for f in files])
-    layers = [FileLayer(f.source, f.path) for f in files]
+    layers = [shape.layer(f.source, f.path) if shape else FileLayer(f.source, f.path) for f in files]
     earlier = [(destination, destination.tag)]
     earlier += [
         (r, r.digest or r.tag or "latest") for r in reuse_from or [] if r.registry == destination.registry
@@ -220,6 +232,33 @@ def publish(
                 uploaded,
             )
         )
+    annotations = {layout.ANN_PRIMARY: published[0].path, layout.ANN_LAYOUT: layout.LAYOUT_VERSION}
+    if source:
+        annotations[layout.ANN_SOURCE] = source
+    if shape is not None:
+        packed = [PackedFile(f.path, f.size, f.sha256, f.layer_digest, f.layer_size) for f in published]
+        manifest = shape.manifest(packed, annotations, source, client.upload_bytes)
+    else:
+        manifest = _image_manifest(client, published, platform, annotations)
+    digest = client.put_manifest(
+        "sha256:" + hashlib.sha256(manifest).hexdigest(), manifest, layout.MEDIA_MANIFEST
+    )
+    client.put_manifest(destination.tag, manifest, layout.MEDIA_MANIFEST)
+    where = f"{destination.registry}/{destination.repository}:{destination.tag}"
+    fingerprint = layout.fingerprint(
+        where if shape is None else f"{where} (modelpack {shape.form})",
+        source,
+        [(f.path, f.sha256, f.size) for f in published],
+    )
+    return PublishResult(destination.pinned(digest), destination.tag, tuple(published), fingerprint, source)
+
+
+def _image_manifest(
+    client: RegistryClient,
+    published: list[PublishedFile],
+    platform: layout.Platform | None,
+    annotations: dict[str, str],
+) -> bytes:
     descriptors = [
         layout.Descriptor(
             layout.MEDIA_LAYER,
@@ -235,22 +274,9 @@ def publish(
     ]
     config = layout.build_config([d.digest for d in descriptors], platform or layout.Platform())
     config_digest = client.upload_bytes(config)
-    annotations = {layout.ANN_PRIMARY: published[0].path, layout.ANN_LAYOUT: layout.LAYOUT_VERSION}
-    if source:
-        annotations[layout.ANN_SOURCE] = source
-    manifest = layout.build_manifest(
+    return layout.build_manifest(
         layout.Descriptor(layout.MEDIA_CONFIG, config_digest, len(config)), descriptors, annotations
     )
-    digest = client.put_manifest(
-        "sha256:" + hashlib.sha256(manifest).hexdigest(), manifest, layout.MEDIA_MANIFEST
-    )
-    client.put_manifest(destination.tag, manifest, layout.MEDIA_MANIFEST)
-    fingerprint = layout.fingerprint(
-        f"{destination.registry}/{destination.repository}:{destination.tag}",
-        source,
-        [(f.path, f.sha256, f.size) for f in published],
-    )
-    return PublishResult(destination.pinned(digest), destination.tag, tuple(published), fingerprint, source)
 
 
 def _present(client: RegistryClient, digest: str, earlier: list[tuple[ImageReference, str]]) -> bool:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from modelseal.attest.bundles.any_attestation import evaluate_any
 from modelseal.attest.dsse.envelope import Envelope
 from modelseal.attest.policy.trust import TrustPolicy
 from modelseal.attest.signing.sign import sign_payload
@@ -28,10 +29,11 @@ from modelseal.attest.socair.image_predicate import (
     image_statement,
     predicate_files,
 )
-from modelseal.attest.socair.verifier import ExpectedDigest, evaluate
+from modelseal.attest.socair.verifier import ExpectedDigest
 from modelseal.attest.verdict import Reason, Verdict
 from modelseal.errors import RegistryError
 from modelseal.publish.image.contents import describe, served_files
+from modelseal.publish.image.modelpack_read import served_info, signed_as_held
 from modelseal.publish.referrers.envelopes import FoundEnvelope, fetch_envelopes
 from modelseal.publish.referrers.order import DEFAULT_BUDGET, MAX_SIGNATURES_JUDGED, ReadBudget, judging_order
 from modelseal.publish.referrers.store import Subject
@@ -142,6 +144,8 @@ def sign_image(
         InputError: the image records no files (for the default predicate).
     """
     info, subject = read_subject(client, ref)
+    if predicate_type is None and read_layers and info.get("format") == "modelpack":
+        info = served_info(info, served_files(client, info))  # another tool's tar layers record no digest
     name = f"{ref.registry}/{ref.repository}"
     kind = predicate_type or IMAGE_PREDICATE_TYPE
     body = (
@@ -168,6 +172,8 @@ def _bound_files(verdict: Verdict, info: dict[str, Any]) -> tuple[Verdict, list[
         return verdict, []
     listed = predicate_files({"files": verdict.details.get("files")})
     held = [{k: f.get(k) for k in ("path", "sha256", "size", "layer")} for f in info.get("files") or []]
+    if info.get("format") == "modelpack":
+        held = signed_as_held(listed, held)
     if listed != held:
         message = (
             f"attestation does not verify: it lists {len(listed)} file(s) the image's manifest does not"
@@ -289,7 +295,7 @@ def verify_image(
     """
 
     def check(data: bytes, policy: TrustPolicy, digest: str) -> Verdict:
-        return evaluate(data, policy, expected=ExpectedDigest(digest), now=now)
+        return evaluate_any(data, policy, expected=ExpectedDigest(digest), now=now)
 
     if envelope is None:
         return judge_attached(read_attached(client, ref, frozenset(policy.keys)), [policy], check)

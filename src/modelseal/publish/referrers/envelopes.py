@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import hashlib
 import re
-import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
 from modelseal.errors import RegistryError, VerificationError
 from modelseal.publish.image import layout
+from modelseal.publish.referrers.bundles import BUNDLE_ARTIFACT_TYPE
 from modelseal.publish.referrers.order import (
     DEFAULT_BUDGET,
     MAX_ARTIFACT_MANIFEST_BYTES,
@@ -48,6 +48,8 @@ from modelseal.text import printable
 __all__ = ["Attachments", "FoundEnvelope", "Listing", "fetch_envelopes", "list_referrers"]
 
 MAX_PAGES = 8
+# artifactType -> its one layer's media type: modelseal's DSSE envelopes; Sigstore bundles, cosign's way
+KINDS = {ARTIFACT_TYPE: ENVELOPE_MEDIA_TYPE, BUNDLE_ARTIFACT_TYPE: BUNDLE_ARTIFACT_TYPE}
 
 
 @dataclass(frozen=True)
@@ -90,15 +92,15 @@ def list_referrers(
     prefer: frozenset[str] = frozenset(),
     keep: int = DEFAULT_BUDGET.referrers,
 ) -> Listing:
-    """The descriptors of ``digest``'s modelseal attestations to read: at most ``keep``, those
+    """The descriptors of ``digest``'s attestations (:data:`KINDS`) to read: at most ``keep``, those
     hinted with a keyid in ``prefer`` first. Only those are kept, page by page: 8 pages of 4 MiB
     list some 300,000 descriptors, about 90 MiB once parsed.
 
     Raises:
         RegistryError: unreachable, refused, or a malformed or oversized list.
     """
-    query = urllib.parse.urlencode({"artifactType": ARTIFACT_TYPE})  # its "+" is not a space
-    path, via, listed = f"/v2/{client.repository}/referrers/{digest}?{query}", VIA_API, 0
+    # two kinds are read, and the API filters by one artifactType at most: the list is filtered here
+    path, via, listed = f"/v2/{client.repository}/referrers/{digest}", VIA_API, 0
     candidates = Candidates(prefer, keep)
     for page in range(MAX_PAGES):
         status, headers, body = client.get_capped(
@@ -111,7 +113,7 @@ def list_referrers(
             read_tag_index(client, digest) if status == 404 else parse_index(body, f"referrers of {digest}")
         )
         for d in index["manifests"]:
-            if d.get("artifactType") == ARTIFACT_TYPE:
+            if d.get("artifactType") in KINDS:
                 listed += 1
                 candidates.offer(d)
         link = _next_link(headers.get("Link", "")) if status != 404 else None
@@ -141,15 +143,16 @@ def _artifact_layer(body: bytes, digest: str, subject: str) -> tuple[dict[str, A
     if named_digest != subject:
         named_shown = printable(str(named_digest)[:80])  # the registry wrote it: escape its controls
         raise VerificationError(f"{where} refers to {named_shown}, not to the image {subject}")
-    if manifest.get("artifactType") != ARTIFACT_TYPE:
-        raise RegistryError(f"{where}: its artifactType is not {ARTIFACT_TYPE}")
+    kind = manifest.get("artifactType")
+    if not isinstance(kind, str) or kind not in KINDS:
+        raise RegistryError(f"{where}: its artifactType is not {' or '.join(KINDS)}")
     layers = manifest.get("layers")
     if not isinstance(layers, list) or len(layers) != 1 or not isinstance(layers[0], dict):
         raise RegistryError(f"{where}: want exactly one layer, the envelope")
     layer: dict[str, Any] = layers[0]
     size = layer.get("size")
     if (
-        layer.get("mediaType") != ENVELOPE_MEDIA_TYPE
+        layer.get("mediaType") != KINDS[kind]
         or not isinstance(layer.get("digest"), str)
         or not DIGEST_PATTERN.fullmatch(layer["digest"])
         or not isinstance(size, int)
@@ -157,7 +160,7 @@ def _artifact_layer(body: bytes, digest: str, subject: str) -> tuple[dict[str, A
         or not 0 <= size <= MAX_ENVELOPE_BYTES
     ):
         raise RegistryError(
-            f"{where}: the layer is not a {ENVELOPE_MEDIA_TYPE} of at most {MAX_ENVELOPE_BYTES} bytes"
+            f"{where}: the layer is not a {KINDS[kind]} of at most {MAX_ENVELOPE_BYTES} bytes"
         )
     return layer, hinted(manifest.get("annotations"))
 

@@ -46,6 +46,7 @@ __all__ = [
     "attach",
     "get_manifest_capped",
     "parse_index",
+    "push_referrer",
     "read_tag_index",
     "referrers_tag",
 ]
@@ -114,10 +115,10 @@ def artifact_manifest(subject: Subject, envelope: bytes, predicate_type: str | N
     return json.dumps(manifest, separators=(",", ":"), ensure_ascii=True).encode()
 
 
-def _descriptor(body: bytes, digest: str) -> dict[str, Any]:
+def _descriptor(body: bytes, digest: str, artifact_type: str) -> dict[str, Any]:
     """The tag schema's entry: with the manifest's annotations, as the referrers API lists them."""
     descriptor = {"mediaType": layout.MEDIA_MANIFEST, "digest": digest, "size": len(body),
-                  "artifactType": ARTIFACT_TYPE}  # fmt: skip
+                  "artifactType": artifact_type}  # fmt: skip
     annotations = json.loads(body).get("annotations")
     if annotations:
         descriptor["annotations"] = annotations
@@ -134,7 +135,16 @@ def attach(
     """
     client.upload_bytes(EMPTY_CONFIG)
     client.upload_bytes(envelope)
-    body = artifact_manifest(subject, envelope, predicate_type)
+    return push_referrer(client, subject, artifact_manifest(subject, envelope, predicate_type), ARTIFACT_TYPE)
+
+
+def push_referrer(client: RegistryClient, subject: Subject, body: bytes, artifact_type: str) -> Attached:
+    """Push the artifact manifest ``body`` (its blobs pushed already) as a referrer of ``subject``:
+    by digest, then listed in the referrers tag schema's index unless the registry lists it.
+
+    Raises:
+        RegistryError: a push is refused, or the referrers index under the tag is malformed.
+    """
     digest = "sha256:" + hashlib.sha256(body).hexdigest()
     existed = client.request(
         "HEAD", f"/v2/{client.repository}/manifests/{digest}", what="check the attestation",
@@ -157,7 +167,7 @@ def attach(
     index = read_tag_index(client, subject.digest)
     if any(d.get("digest") == digest for d in index["manifests"]):
         return Attached(digest, VIA_TAG, False)
-    index["manifests"].append(_descriptor(body, digest))
+    index["manifests"].append(_descriptor(body, digest, artifact_type))
     client.put_manifest(tag, json.dumps(index, separators=(",", ":")).encode(), layout.MEDIA_INDEX)
     return Attached(digest, VIA_TAG, True)
 
