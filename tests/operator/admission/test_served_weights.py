@@ -88,6 +88,16 @@ def test_the_vllm_speculative_model_is_a_model_and_unattested_weights() -> None:
         ({"extraArgs": ["--model-draft=/d.gguf"]}, "spec.extraArgs[0]", "--model-draft=/d.gguf"),
         ({"extraArgs": ["--lora-modules", "a=/a"]}, "spec.extraArgs[0]", "--lora-modules"),
         ({"args": ["--model-path", "/m"]}, "spec.args[0]", "--model-path"),
+        # red team: vLLM reads --a_b as --a-b and --a.key=v as a key of --a's JSON; Python's argparse
+        # (vLLM, SGLang) takes any unambiguous prefix of a long flag: each passed as no weights before
+        ({"extraArgs": ["--speculative_model", "/d"]}, "spec.extraArgs[0]", "--speculative_model"),
+        ({"extraArgs": ["--speculative-config.model=/d"]}, "spec.extraArgs[0]", "--speculative-config.model=/d"),
+        ({"extraArgs": ["--speculative_config.model", "/d"]}, "spec.extraArgs[0]", "--speculative_config.model"),
+        ({"extraArgs": ["--lora_modules", "a=/a"]}, "spec.extraArgs[0]", "--lora_modules"),
+        ({"extraArgs": ["--speculative-conf", '{"model": "/d"}']}, "spec.extraArgs[0]", "--speculative-conf"),
+        ({"extraArgs": ["--lora-mod=a=/a"]}, "spec.extraArgs[0]", "--lora-mod=a=/a"),
+        ({"args": ["--model-pa", "/m"]}, "spec.args[0]", "--model-pa"),
+        ({"extraArgs": ["--speculative-draft-model", "/d"]}, "spec.extraArgs[0]", "--speculative-draft-model"),
         ({"env": [{"name": "HF_TOKEN", "value": "x"}, {"name": "LLAMA_ARG_MODEL_DRAFT", "value": "/d"}]},
          "spec.env[1]", "LLAMA_ARG_MODEL_DRAFT"),
     ],

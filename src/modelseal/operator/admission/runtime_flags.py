@@ -9,7 +9,9 @@ unattested weights (:mod:`modelseal.operator.admission.served_weights`).
 The tables are what the runtimes LLMKube v0.9.19 runs document for loading
 weights (llama.cpp's ``llama-server``, vLLM, SGLang and TGI). They cannot be
 complete (a runtime grows flags; ``spec.command`` can run anything, and is
-refused on its own), so they close the common doors, not every one.
+refused on its own), so they close the common doors, not every one. A long
+flag is matched as vLLM and argparse read it (underscores, ``--flag.key``, a
+prefix), not only as written.
 """
 
 from __future__ import annotations
@@ -63,8 +65,26 @@ WEIGHT_ENV: dict[str, str] = {
 }
 
 
+_LONG = sorted(f for f in WEIGHT_FLAGS if f.startswith("--"))
+
+
 def weight_flag(arg: str) -> tuple[str, str] | None:
-    """(the flag, what it loads) when ``arg`` is a weight-loading flag, alone or as ``flag=value``."""
+    """(the flag, what it loads) when ``arg`` is a weight-loading flag, alone or as ``flag=value``.
+
+    A long flag is read as the Python runtimes read it: vLLM takes ``--a_b`` for
+    ``--a-b`` and ``--a.key`` for a key of ``--a``'s JSON, and argparse (vLLM,
+    SGLang) any unambiguous prefix of a long flag, so a prefix of one of
+    :data:`WEIGHT_FLAGS` counts as that flag (a harmless flag that happened to be
+    one would be refused, never a weight flag passed).
+    """
     flag = arg.partition("=")[0]
     what = WEIGHT_FLAGS.get(flag)
-    return None if what is None else (flag, what)
+    if what is not None:
+        return flag, what
+    if not flag.startswith("--") or len(flag) < 3:
+        return None
+    spelled = "--" + flag[2:].partition(".")[0].replace("_", "-")
+    if spelled in WEIGHT_FLAGS:
+        return spelled, WEIGHT_FLAGS[spelled]
+    long = next((f for f in _LONG if f.startswith(spelled)), None)
+    return None if long is None else (long, WEIGHT_FLAGS[long])
