@@ -232,6 +232,7 @@ URI_PIN = "975310"
         (f"hsm:2%3Fpin-value%3D{URI_PIN}", "pin-value"),
         (f"pin-value={URI_PIN}", "pin-value"),
         (f"hsm:pin-value {URI_PIN}", "pin-value"),  # not refused: "the key id is not a number", quoted
+        (f"hsm:pin_value={URI_PIN}", "a pin-* attribute"),  # the same: quoted whole
     ],
 )
 def test_a_pin_in_a_signer_uri_is_refused_and_never_shown(softhsm: Path, ref: str, named: str) -> None:

@@ -36,9 +36,10 @@ PIN_VARIABLE = "MODELSEAL_HSM_PIN"
 _KNOWN = frozenset({"pin-value", "pin-source"})
 # where a shown reference ends: a query, fragment, path attribute or "&"; a percent-escape or a
 # space (either may hide what follows); and any pin-* name, wherever it stands
-_CUT = re.compile(r"[;?#&%\s]|(?<![a-z0-9])pin-", re.IGNORECASE)
-# an attribute named pin-*: at the start of a component, before "=", a space, a separator or the end
-_PIN = re.compile(r"(?<![a-z0-9])(pin-[a-z0-9-]*)(?=\s|=|[;&?#]|$)", re.IGNORECASE)
+_CUT = re.compile(r"[;?#&%\s]|(?<![a-z0-9])pin[-_]", re.IGNORECASE)
+# an attribute named pin-* (or pin_*, a slip of the hand): at the start of a component, before "=",
+# a space, a separator or the end
+_PIN = re.compile(r"(?<![a-z0-9])(pin[-_][a-z0-9_-]*)(?=\s|=|[;&?#]|$)", re.IGNORECASE)
 
 
 def shown(ref: str) -> str:
