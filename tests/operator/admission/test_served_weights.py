@@ -49,6 +49,17 @@ def test_a_companion_draft_file_brings_nothing_new() -> None:
     assert found == ServedWeights(models=(ModelReference("ml", "llama", "spec.modelRef"),))
 
 
+@pytest.mark.parametrize("draft", ["../other-model/evil.gguf", "sub/../../evil.gguf", "..", "a/.."])
+def test_a_companion_draft_file_that_climbs_out_of_the_model_is_unattested(draft: str) -> None:
+    """Red team: LLMKube joins draftModel to the Model's staged folder (path.Join), so a ".."
+    reaches other Models' files in the shared cache; it passed as "nothing new" before."""
+    found = inference_service_weights(
+        isvc(speculativeDecoding={"type": "draft-dflash", "draftModel": draft}), "ml"
+    )
+    assert [(p.field, p.value) for p in found.paths] == [("spec.speculativeDecoding.draftModel", draft)]
+    assert found.malformed == ()
+
+
 def test_the_vllm_speculative_model_is_a_model_and_unattested_weights() -> None:
     found = inference_service_weights(
         isvc(runtime="vllm", vllmConfig={"speculative": {"enabled": True, "model": "llama-draft"}}), "ml"

@@ -9,7 +9,9 @@ Models, each resolved in the InferenceService's own namespace:
 - ``spec.modelRef`` (required);
 - ``spec.speculativeDecoding.draftModelRef``: llama.cpp's draft, mounted into
   the same Pod (``spec.speculativeDecoding.draftModel`` is a file of the main
-  Model's ``spec.files`` and brings nothing new);
+  Model's ``spec.files`` and brings nothing new, unless a ``..`` segment takes
+  it out of the Model's folder: LLMKube joins it to that folder as it is, and
+  the shared model cache beside it holds other Models' files);
 - ``spec.vllmConfig.speculative.model``: documented as a Model's name, but
   LLMKube hands the string to vLLM as ``--speculative-model`` as it is, so
   vLLM loads it itself (a Hugging Face repository or a path): it is judged as a
@@ -182,6 +184,10 @@ class _Reader:
 def _speculative(spec: Mapping[str, Any], r: _Reader) -> None:
     decoding = r.mapping(spec.get("speculativeDecoding"), "spec.speculativeDecoding")
     r.model(decoding.get("draftModelRef"), "spec.speculativeDecoding.draftModelRef")
+    companion = r.text(decoding.get("draftModel"), "spec.speculativeDecoding.draftModel")
+    if companion is not None and ".." in companion.split("/"):  # LLMKube path.Joins it to the Model's folder
+        r.paths.append(WeightPath("spec.speculativeDecoding.draftModel", _shown(companion),
+                                  "a draft file outside the Model's own files (a '..' segment)"))  # fmt: skip
     vllm = r.mapping(spec.get("vllmConfig"), "spec.vllmConfig")
     field = "spec.vllmConfig.speculative.model"
     draft = r.text(r.mapping(vllm.get("speculative"), "spec.vllmConfig.speculative").get("model"), field)
