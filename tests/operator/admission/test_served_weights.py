@@ -109,6 +109,11 @@ def test_the_vllm_speculative_model_is_a_model_and_unattested_weights() -> None:
         ({"extraArgs": ["--lora-mod=a=/a"]}, "spec.extraArgs[0]", "--lora-mod=a=/a"),
         ({"args": ["--model-pa", "/m"]}, "spec.args[0]", "--model-pa"),
         ({"extraArgs": ["--speculative-draft-model", "/d"]}, "spec.extraArgs[0]", "--speculative-draft-model"),
+        # red team: a tokenizer or config from another repository is files no attestation covers, and
+        # with --trust-remote-code (which the attested repository may need) its Python runs in the Pod
+        ({"extraArgs": ["--tokenizer", "org/evil", "--trust-remote-code"]}, "spec.extraArgs[0]", "--tokenizer"),
+        ({"extraArgs": ["--hf_config_path=org/evil"]}, "spec.extraArgs[0]", "--hf_config_path=org/evil"),
+        ({"extraArgs": ["--tokenizer-path", "/t"]}, "spec.extraArgs[0]", "--tokenizer-path"),
         ({"env": [{"name": "HF_TOKEN", "value": "x"}, {"name": "LLAMA_ARG_MODEL_DRAFT", "value": "/d"}]},
          "spec.env[1]", "LLAMA_ARG_MODEL_DRAFT"),
     ],
@@ -129,6 +134,7 @@ def test_each_way_weights_arrive_without_a_model(spec: dict[str, Any], field: st
             ]
         },
         {"extraArgs": ["--seed", "42", "--log-disable", "--ctx-size", "8192"]},
+        {"extraArgs": ["--tokenizer-mode", "auto", "--trust-remote-code"]},
         {"env": [{"name": "HF_HUB_OFFLINE", "value": "1"}]},
         {"runtime": "vllm"},
         {"runtime": "sglang", "sglangConfig": {"toolCallParser": "qwen3"}},

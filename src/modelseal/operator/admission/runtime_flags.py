@@ -38,13 +38,17 @@ WEIGHT_FLAGS: dict[str, str] = {
     "--speculative-config": "a draft model (its JSON names one)",
     "--lora-modules": "LoRA adapters",
     "--qlora-adapter-name-or-path": "a QLoRA adapter",
+    "--tokenizer": "a tokenizer from another repository or path (with --trust-remote-code, its code)",
+    "--hf-config-path": "a model configuration from another repository (with --trust-remote-code, its code)",
     # SGLang
     "--model-path": "the model to serve",
     "--lora-paths": "LoRA adapters",
     "--speculative-draft-model-path": "a draft model",
+    "--tokenizer-path": "a tokenizer from another repository or path (with --trust-remote-code, its code)",
     # TGI
     "--model-id": "the model to serve",
     "--lora-adapters": "LoRA adapters",
+    "--tokenizer-config-path": "a tokenizer configuration from another path",
 }
 
 #: llama.cpp reads every flag above from an ``LLAMA_ARG_*`` variable too
