@@ -114,6 +114,9 @@ def test_the_vllm_speculative_model_is_a_model_and_unattested_weights() -> None:
         ({"extraArgs": ["--tokenizer", "org/evil", "--trust-remote-code"]}, "spec.extraArgs[0]", "--tokenizer"),
         ({"extraArgs": ["--hf_config_path=org/evil"]}, "spec.extraArgs[0]", "--hf_config_path=org/evil"),
         ({"extraArgs": ["--tokenizer-path", "/t"]}, "spec.extraArgs[0]", "--tokenizer-path"),
+        # red team: vLLM then serves /v1/load_lora_adapter, so any client loads weights after admission
+        ({"env": [{"name": "VLLM_ALLOW_RUNTIME_LORA_UPDATING", "value": "True"}]}, "spec.env[0]",
+         "VLLM_ALLOW_RUNTIME_LORA_UPDATING"),
         ({"env": [{"name": "HF_TOKEN", "value": "x"}, {"name": "LLAMA_ARG_MODEL_DRAFT", "value": "/d"}]},
          "spec.env[1]", "LLAMA_ARG_MODEL_DRAFT"),
     ],

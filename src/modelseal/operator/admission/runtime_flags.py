@@ -16,7 +16,7 @@ prefix), not only as written.
 
 from __future__ import annotations
 
-__all__ = ["WEIGHT_ENV", "WEIGHT_FLAGS", "weight_flag"]
+__all__ = ["RUNTIME_LOADING_ENV", "WEIGHT_ENV", "WEIGHT_FLAGS", "weight_flag"]
 
 #: flag -> what it loads; a flag matches as ``--flag value`` or ``--flag=value``
 WEIGHT_FLAGS: dict[str, str] = {
@@ -68,6 +68,10 @@ WEIGHT_ENV: dict[str, str] = {
     "LLAMA_ARG_MODELS_PRESET": "a folder of models",
 }
 
+#: variables that let the running server load weights a client names, after admission
+RUNTIME_LOADING_ENV: dict[str, str] = {
+    "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "lets any client of the vLLM server load a LoRA adapter at run time",
+}
 
 _LONG = sorted(f for f in WEIGHT_FLAGS if f.startswith("--"))
 
