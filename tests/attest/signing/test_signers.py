@@ -224,6 +224,15 @@ URI_PIN = "975310"
         (f"gcpkms:projects/p/locations/l/keyRings/r/cryptoKeys/k?pin-value={URI_PIN}", "pin-value"),
         (f"file:/run/keys/ci.key?pin-value={URI_PIN}", "pin-value"),
         (f"envvar:CI_KEY?pin-value={URI_PIN}", "pin-value"),
+        # red team: a PIN outside a query or a path attribute was refused, and quoted whole
+        (f"hsm:pin-value={URI_PIN}", "pin-value"),
+        (f"hsm:2&pin-value={URI_PIN}", "pin-value"),
+        (f"hsm:2/pin-value={URI_PIN}", "pin-value"),
+        (f"hsm:%70in-value={URI_PIN}", "pin-value"),
+        (f"hsm:2%3Fpin-value%3D{URI_PIN}", "pin-value"),
+        (f"pin-value={URI_PIN}", "pin-value"),
+        (f"hsm:pin-value {URI_PIN}", "pin-value"),  # not refused: "the key id is not a number", quoted
+        (f"hsm:pin_value={URI_PIN}", "a pin-* attribute"),  # the same: quoted whole
     ],
 )
 def test_a_pin_in_a_signer_uri_is_refused_and_never_shown(softhsm: Path, ref: str, named: str) -> None:
@@ -322,3 +331,5 @@ def test_a_pin_given_where_no_key_is_taken_is_not_quoted_back(cli: Run) -> None:
     assert r.code == 2 and r.err.startswith("error: unrecognized arguments: --key hsm:2...\n"), r.err
     choice = cli(f"hsm:2;pin-value={URI_PIN}")
     assert choice.code == 2 and "invalid choice: 'hsm:2...'" in choice.err and URI_PIN not in choice.err
+    bare = cli("verify", "x.json", "--key", f"hsm:pin-value={URI_PIN}")  # red team: quoted whole
+    assert bare.code == 2 and URI_PIN not in bare.err and "--key hsm:..." in bare.err, bare.err

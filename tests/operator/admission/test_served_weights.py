@@ -49,6 +49,17 @@ def test_a_companion_draft_file_brings_nothing_new() -> None:
     assert found == ServedWeights(models=(ModelReference("ml", "llama", "spec.modelRef"),))
 
 
+@pytest.mark.parametrize("draft", ["../other-model/evil.gguf", "sub/../../evil.gguf", "..", "a/.."])
+def test_a_companion_draft_file_that_climbs_out_of_the_model_is_unattested(draft: str) -> None:
+    """Red team: LLMKube joins draftModel to the Model's staged folder (path.Join), so a ".."
+    reaches other Models' files in the shared cache; it passed as "nothing new" before."""
+    found = inference_service_weights(
+        isvc(speculativeDecoding={"type": "draft-dflash", "draftModel": draft}), "ml"
+    )
+    assert [(p.field, p.value) for p in found.paths] == [("spec.speculativeDecoding.draftModel", draft)]
+    assert found.malformed == ()
+
+
 def test_the_vllm_speculative_model_is_a_model_and_unattested_weights() -> None:
     found = inference_service_weights(
         isvc(runtime="vllm", vllmConfig={"speculative": {"enabled": True, "model": "llama-draft"}}), "ml"
@@ -88,6 +99,24 @@ def test_the_vllm_speculative_model_is_a_model_and_unattested_weights() -> None:
         ({"extraArgs": ["--model-draft=/d.gguf"]}, "spec.extraArgs[0]", "--model-draft=/d.gguf"),
         ({"extraArgs": ["--lora-modules", "a=/a"]}, "spec.extraArgs[0]", "--lora-modules"),
         ({"args": ["--model-path", "/m"]}, "spec.args[0]", "--model-path"),
+        # red team: vLLM reads --a_b as --a-b and --a.key=v as a key of --a's JSON; Python's argparse
+        # (vLLM, SGLang) takes any unambiguous prefix of a long flag: each passed as no weights before
+        ({"extraArgs": ["--speculative_model", "/d"]}, "spec.extraArgs[0]", "--speculative_model"),
+        ({"extraArgs": ["--speculative-config.model=/d"]}, "spec.extraArgs[0]", "--speculative-config.model=/d"),
+        ({"extraArgs": ["--speculative_config.model", "/d"]}, "spec.extraArgs[0]", "--speculative_config.model"),
+        ({"extraArgs": ["--lora_modules", "a=/a"]}, "spec.extraArgs[0]", "--lora_modules"),
+        ({"extraArgs": ["--speculative-conf", '{"model": "/d"}']}, "spec.extraArgs[0]", "--speculative-conf"),
+        ({"extraArgs": ["--lora-mod=a=/a"]}, "spec.extraArgs[0]", "--lora-mod=a=/a"),
+        ({"args": ["--model-pa", "/m"]}, "spec.args[0]", "--model-pa"),
+        ({"extraArgs": ["--speculative-draft-model", "/d"]}, "spec.extraArgs[0]", "--speculative-draft-model"),
+        # red team: a tokenizer or config from another repository is files no attestation covers, and
+        # with --trust-remote-code (which the attested repository may need) its Python runs in the Pod
+        ({"extraArgs": ["--tokenizer", "org/evil", "--trust-remote-code"]}, "spec.extraArgs[0]", "--tokenizer"),
+        ({"extraArgs": ["--hf_config_path=org/evil"]}, "spec.extraArgs[0]", "--hf_config_path=org/evil"),
+        ({"extraArgs": ["--tokenizer-path", "/t"]}, "spec.extraArgs[0]", "--tokenizer-path"),
+        # red team: vLLM then serves /v1/load_lora_adapter, so any client loads weights after admission
+        ({"env": [{"name": "VLLM_ALLOW_RUNTIME_LORA_UPDATING", "value": "True"}]}, "spec.env[0]",
+         "VLLM_ALLOW_RUNTIME_LORA_UPDATING"),
         ({"env": [{"name": "HF_TOKEN", "value": "x"}, {"name": "LLAMA_ARG_MODEL_DRAFT", "value": "/d"}]},
          "spec.env[1]", "LLAMA_ARG_MODEL_DRAFT"),
     ],
@@ -108,6 +137,7 @@ def test_each_way_weights_arrive_without_a_model(spec: dict[str, Any], field: st
             ]
         },
         {"extraArgs": ["--seed", "42", "--log-disable", "--ctx-size", "8192"]},
+        {"extraArgs": ["--tokenizer-mode", "auto", "--trust-remote-code"]},
         {"env": [{"name": "HF_HUB_OFFLINE", "value": "1"}]},
         {"runtime": "vllm"},
         {"runtime": "sglang", "sglangConfig": {"toolCallParser": "qwen3"}},

@@ -9,9 +9,11 @@ A command line is seen by shell history, process lists, CI logs and every
 message that quotes it. So:
 
 - :func:`shown` is the form every message uses: the scheme and the path up to
-  the first ``;``, ``?`` or ``#``, so no query, fragment or path attribute
+  the first ``;``, ``?``, ``#`` or ``&``, so no query, fragment or path attribute
   (RFC 7512 allows ``pin-value`` in the query only; one put among the path
-  attributes by mistake is dropped too), escaped for a terminal.
+  attributes by mistake is dropped too), and never from a ``pin-*`` name, a
+  ``%`` or a space on (``hsm:pin-value=...`` has none of the separators),
+  escaped for a terminal.
 - :func:`refuse_pin` refuses a reference carrying any ``pin-*`` attribute
   (in the query or the path, in any case, percent-encoded or not) before
   anything else reads it, naming the attribute and never its value, and says
@@ -32,13 +34,17 @@ __all__ = ["PIN_VARIABLE", "pin_attributes", "refuse_pin", "shown"]
 
 PIN_VARIABLE = "MODELSEAL_HSM_PIN"
 _KNOWN = frozenset({"pin-value", "pin-source"})
-_CUT = re.compile(r"[;?#]")
-# an attribute named pin-*: at the start of a component, before "=", a separator or the end
-_PIN = re.compile(r"(?<![a-z0-9])(pin-[a-z0-9-]*)\s*(?==|[;&?#]|$)", re.IGNORECASE)
+# where a shown reference ends: a query, fragment, path attribute or "&"; a percent-escape or a
+# space (either may hide what follows); and any pin-* name, wherever it stands
+_CUT = re.compile(r"[;?#&%\s]|(?<![a-z0-9])pin[-_]", re.IGNORECASE)
+# an attribute named pin-* (or pin_*, a slip of the hand): at the start of a component, before "=",
+# a space, a separator or the end
+_PIN = re.compile(r"(?<![a-z0-9])(pin[-_][a-z0-9_-]*)(?=\s|=|[;&?#]|$)", re.IGNORECASE)
 
 
 def shown(ref: str) -> str:
-    """``ref`` as a message may show it: no query, fragment or path attribute; escaped."""
+    """``ref`` as a message may show it: no query, fragment or path attribute, nothing from a
+    ``pin-*`` name or a percent-escape on; escaped."""
     return printable(_CUT.split(ref, maxsplit=1)[0])
 
 

@@ -9,7 +9,9 @@ Models, each resolved in the InferenceService's own namespace:
 - ``spec.modelRef`` (required);
 - ``spec.speculativeDecoding.draftModelRef``: llama.cpp's draft, mounted into
   the same Pod (``spec.speculativeDecoding.draftModel`` is a file of the main
-  Model's ``spec.files`` and brings nothing new);
+  Model's ``spec.files`` and brings nothing new, unless a ``..`` segment takes
+  it out of the Model's folder: LLMKube joins it to that folder as it is, and
+  the shared model cache beside it holds other Models' files);
 - ``spec.vllmConfig.speculative.model``: documented as a Model's name, but
   LLMKube hands the string to vLLM as ``--speculative-model`` as it is, so
   vLLM loads it itself (a Hugging Face repository or a path): it is judged as a
@@ -32,7 +34,8 @@ Weights no Model attests (:class:`WeightPath`):
 - ``spec.command`` (replaces the runtime's entrypoint) and an ``exec`` probe in
   ``spec.probeOverrides`` (a command in the serving container, as it loads);
 - weight-loading flags in ``spec.extraArgs`` or ``spec.args`` and llama.cpp's
-  ``LLAMA_ARG_*`` variables in ``spec.env`` (:mod:`modelseal.operator.admission.runtime_flags`);
+  ``LLAMA_ARG_*`` variables in ``spec.env``, and vLLM's ``VLLM_ALLOW_RUNTIME_LORA_UPDATING``
+  (any client may then load an adapter) (:mod:`modelseal.operator.admission.runtime_flags`);
 - a ``LoRAAdapter``'s ``spec.path`` (loaded into a running SGLang server).
 
 A field is judged whenever it is set, whatever ``enabled`` or ``runtime`` say:
@@ -49,7 +52,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from modelseal.operator.admission.runtime_flags import WEIGHT_ENV, weight_flag
+from modelseal.operator.admission.runtime_flags import RUNTIME_LOADING_ENV, WEIGHT_ENV, weight_flag
 from modelseal.operator.kube.names import is_subdomain
 from modelseal.text import printable
 
@@ -182,6 +185,10 @@ class _Reader:
 def _speculative(spec: Mapping[str, Any], r: _Reader) -> None:
     decoding = r.mapping(spec.get("speculativeDecoding"), "spec.speculativeDecoding")
     r.model(decoding.get("draftModelRef"), "spec.speculativeDecoding.draftModelRef")
+    companion = r.text(decoding.get("draftModel"), "spec.speculativeDecoding.draftModel")
+    if companion is not None and ".." in companion.split("/"):  # LLMKube path.Joins it to the Model's folder
+        r.paths.append(WeightPath("spec.speculativeDecoding.draftModel", _shown(companion),
+                                  "a draft file outside the Model's own files (a '..' segment)"))  # fmt: skip
     vllm = r.mapping(spec.get("vllmConfig"), "spec.vllmConfig")
     field = "spec.vllmConfig.speculative.model"
     draft = r.text(r.mapping(vllm.get("speculative"), "spec.vllmConfig.speculative").get("model"), field)
@@ -247,6 +254,8 @@ def _runtime(spec: Mapping[str, Any], r: _Reader) -> None:
         name = r.mapping(variable, at).get("name")
         if isinstance(name, str) and name in WEIGHT_ENV:
             r.paths.append(WeightPath(f"{at}", name, f"llama.cpp loads {WEIGHT_ENV[name]} from it"))
+        elif isinstance(name, str) and name in RUNTIME_LOADING_ENV:
+            r.paths.append(WeightPath(at, name, RUNTIME_LOADING_ENV[name]))
         elif not isinstance(name, str) and isinstance(variable, Mapping):
             r.malformed.append(f"{at}.name is not a string")
 
