@@ -9,9 +9,11 @@ certificate); the clients run here. For each way of stalling, a fresh server:
 1. answers ``--reviews`` AdmissionReviews, each on a new HTTPS connection, then as many on one
    kept-alive connection (the baseline);
 2. ``--stalled`` clients connect and stall (``--stall``): ``body`` sends headers saying
-   256 KiB and 192 KiB of it, ``headers`` half a header block, ``handshake`` opens TCP and sends
-   no TLS hello, ``idle`` completes one review and keeps the connection, ``chunked`` sends a
-   chunked body a chunk every half second and never ends it, ``huge`` announces a 10 GiB body;
+   256 KiB and 192 KiB of it, ``headers`` half a header block, ``full-headers`` 29 headers of
+   4000 bytes and no end, ``worst`` those headers (32 in all) and a body one byte short of
+   256 KiB, ``handshake`` opens TCP and sends no TLS hello, ``idle`` completes one review and
+   keeps the connection, ``chunked`` sends a chunked body a chunk every half second and never
+   ends it, ``huge`` announces a 10 GiB body;
 3. while they hang, the reviews are timed again; then the server's peak RSS (VmHWM) is read, and
    each stalled client waits for the server to close its connection (up to the deadline + 20 s).
 
@@ -36,7 +38,7 @@ from typing import Any
 
 from benchmarks.common import machine
 
-MODES = ("body", "headers", "handshake", "idle", "chunked", "huge")
+MODES = ("body", "headers", "full-headers", "worst", "handshake", "idle", "chunked", "huge")
 BODY, PART = 256 * 1024, 192 * 1024
 
 
@@ -151,6 +153,13 @@ class Stalled:
                 writer.write(head(BODY) + b" " * PART)
             elif self.mode == "headers":
                 writer.write(b"POST /validate-pods HTTP/1.1\r\nHost: webhook\r\nContent-Type: appl")
+            elif self.mode in ("full-headers", "worst"):  # as many and as long as the server takes
+                fields = b"".join(b"X-%02d: %s\r\n" % (i, b"a" * 4000) for i in range(29))
+                writer.write(b"POST /validate-pods HTTP/1.1\r\n" + fields)
+                if self.mode == "worst":  # and then a body one byte short of the cap
+                    writer.write(
+                        head(BODY).removeprefix(b"POST /validate-pods HTTP/1.1\r\n") + b" " * (BODY - 1)
+                    )
             elif self.mode == "idle":
                 body = review(0)
                 writer.write(head(len(body)) + body)

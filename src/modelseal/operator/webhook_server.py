@@ -24,8 +24,8 @@ model Pod. This server bounds what a client can hold:
   (:mod:`modelseal.operator.webhook_tls`).
 
 So the memory clients can hold is bounded: about ``max_connections`` times
-(``max_body`` + 128 KiB of headers + 80 KiB of TLS and HTTP state, as
-``benchmarks/bench_webhook_stalls.py`` measures it). The HTTP
+(``max_body`` + twice the 128 KiB of headers, parsed and raw, + 80 KiB of TLS
+and HTTP state), as ``benchmarks/bench_webhook_stalls.py`` measures it. The HTTP
 parsing is aiohttp's; the certificate files are read again every minute and
 new connections use them from then on (a broken file keeps the old ones).
 """
