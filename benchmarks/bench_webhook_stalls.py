@@ -64,9 +64,9 @@ def serve_child(args: argparse.Namespace) -> None:
     from datetime import timedelta
 
     from modelseal.attest.verdict import Mode
-    from modelseal.operator.admission import ModelVerdict
+    from modelseal.operator.admission.decision import ModelVerdict
+    from modelseal.operator.admission.webhook import serve
     from modelseal.operator.settings import WebhookSettings
-    from modelseal.operator.webhook import serve
 
     limits: dict[str, Any] = {}
     if args.deadline:
@@ -258,7 +258,7 @@ def free_port() -> int:
 
 
 async def main(args: argparse.Namespace) -> None:
-    from modelseal.operator.webhook import make_self_signed
+    from modelseal.operator.admission.webhook import make_self_signed
 
     folder = Path(tempfile.mkdtemp())
     cert, key = make_self_signed(["127.0.0.1"], folder)

@@ -15,7 +15,7 @@ import yaml
 
 from modelseal.attest.verdict import Mode
 from modelseal.cli import build_parser
-from modelseal.operator.gate import ConfigMapRead, evaluate_gate
+from modelseal.operator.decide.gate import ConfigMapRead, evaluate_gate
 from modelseal.operator.settings import OperatorSettings, StatusMode
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -83,8 +83,13 @@ def test_llmkube_has_no_crd_writes_conditions_and_serves_the_webhook() -> None:
     config = one(docs, "ValidatingWebhookConfiguration")
     ref = f"{certificate['metadata']['namespace']}/{certificate['metadata']['name']}"
     assert config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == ref
-    hooks = {h["clientConfig"]["service"]["path"]: h for h in config["webhooks"]}
-    assert set(hooks) == {"/validate-pods", "/validate-inferenceservices"}
+    hooks = {h["name"]: h for h in config["webhooks"]}
+    assert {name: h["clientConfig"]["service"]["path"] for name, h in hooks.items()} == {
+        "pods.modelseal.dev": "/validate-pods",
+        "model-pods.modelseal.dev": "/validate-pods",
+        "inferenceservices.modelseal.dev": "/validate-inferenceservices",
+        "loraadapters.modelseal.dev": "/validate-loraadapters",
+    }
     for hook in hooks.values():
         assert hook["failurePolicy"] == "Fail" and hook["sideEffects"] == "None"
         assert hook["timeoutSeconds"] <= 5 and hook["admissionReviewVersions"] == ["v1"]
@@ -94,14 +99,29 @@ def test_llmkube_has_no_crd_writes_conditions_and_serves_the_webhook() -> None:
             "kube-system",
             "modelseal-system",
         }
-    pods = hooks["/validate-pods"]
-    assert pods["rules"] == [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
-                              "resources": ["pods"], "scope": "Namespaced"}]  # fmt: skip
-    assert pods["objectSelector"] == {
-        "matchExpressions": [{"key": "inference.llmkube.dev/model", "operator": "Exists"}]
+    # a serving Pod is sent once, through its InferenceService's label; a Pod with the Model label
+    # only (a prefetch Pod) by that; a Pod with neither never
+    for name in ("pods.modelseal.dev", "model-pods.modelseal.dev"):
+        assert hooks[name]["rules"] == [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                                         "resources": ["pods"], "scope": "Namespaced"}]  # fmt: skip
+    assert hooks["pods.modelseal.dev"]["objectSelector"] == {
+        "matchExpressions": [{"key": "inference.llmkube.dev/service", "operator": "Exists"}]
     }
-    services = hooks["/validate-inferenceservices"]["rules"][0]
-    assert services["resources"] == ["inferenceservices"] and services["operations"] == ["CREATE", "UPDATE"]
+    assert hooks["model-pods.modelseal.dev"]["objectSelector"] == {
+        "matchExpressions": [
+            {"key": "inference.llmkube.dev/model", "operator": "Exists"},
+            {"key": "inference.llmkube.dev/service", "operator": "DoesNotExist"},
+        ]
+    }
+    for name, resource in (("inferenceservices.modelseal.dev", "inferenceservices"),
+                           ("loraadapters.modelseal.dev", "loraadapters")):  # fmt: skip
+        [rule] = hooks[name]["rules"]
+        assert rule["apiGroups"] == ["inference.llmkube.dev"] and rule["resources"] == [resource]
+        assert rule["operations"] == ["CREATE", "UPDATE"] and "objectSelector" not in hooks[name]
+    from modelseal.operator.admission.webhook import PATHS
+
+    assert {h["clientConfig"]["service"]["path"] for h in hooks.values()} == {f"/{p}" for p in PATHS}
+    assert not settings.allow_unattested_weight_paths  # refused in enforce until an operator opts in
 
 
 def memory_limit(container: dict[str, Any]) -> int:
@@ -114,7 +134,7 @@ def test_the_webhooks_limits_fit_the_operators_memory() -> None:
     """What stalled clients can hold (every connection with a body short of the cap, full headers held
     twice, parsed and raw, and 80 KiB of TLS and HTTP state, as benchmarks/bench_webhook_stalls.py
     measures) leaves room for the operator (65 MiB idle) under the Deployment's limit."""
-    from modelseal.operator.webhook_server import MAX_FIELD, MAX_HEADERS
+    from modelseal.operator.admission.webhook_server import MAX_FIELD, MAX_HEADERS
 
     settings, found = operator_settings(render(DEPLOY / "overlays" / "llmkube"))
     webhook = settings.webhook

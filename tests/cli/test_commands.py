@@ -5,7 +5,7 @@ import json
 import stat
 from pathlib import Path
 
-from modelseal.attest.keys import load_public_key
+from modelseal.attest.dsse.keys import load_public_key
 from tests.cli.conftest import Run
 from tests.conftest import TESTDATA
 

@@ -20,7 +20,7 @@ import kopf
 import pytest
 import yaml
 
-from modelseal.attest.private_keys import generate_key
+from modelseal.attest.signing.private_keys import generate_key
 from modelseal.attest.verdict import Mode
 from modelseal.operator.settings import OperatorSettings
 from tests.operator.cluster import OPERATOR_PUB, Cluster, condition, phase, running_operator, socair_envelope
@@ -165,7 +165,7 @@ async def test_prefetch_oci_publishes_on_a_real_cluster(real_cluster: Cluster) -
     await cluster.attestation("att", (TESTDATA / "reports" / "sample.dsse.json").read_bytes())
     from dataclasses import replace
 
-    from modelseal.operator.source_image import RegistryAccess
+    from modelseal.operator.sources.source_image import RegistryAccess
 
     settings = replace(OperatorSettings(mode=Mode.ENFORCE, trusted_keys=(ns, "socair-trusted-keys")),
                        publisher_image=PUBLISHER_IMAGE,
@@ -197,9 +197,9 @@ async def test_the_api_server_keeps_a_refused_models_pods_out(real_cluster: Clus
     import socket
     from dataclasses import replace
 
-    from modelseal.operator.admission import MODEL_LABEL
+    from modelseal.operator.admission.decision import MODEL_LABEL
+    from modelseal.operator.admission.webhook import make_self_signed
     from modelseal.operator.settings import StatusMode, WebhookSettings
-    from modelseal.operator.webhook import make_self_signed
 
     cluster, ns = real_cluster, real_cluster.namespace
     cert, key = make_self_signed([WEBHOOK_HOST], tmp_path)

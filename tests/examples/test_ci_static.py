@@ -57,7 +57,9 @@ def test_github_jobs_ask_for_the_least_they_need() -> None:
     signing = [
         s for job in jobs.values() for s in job["steps"] if "MODELSEAL_SIGNING_KEY" in (s.get("env") or {})
     ]
-    assert len(signing) == 1 and "modelseal publish" in signing[0]["run"]
+    # the publish step signs the image; the next attaches the provenance and the ML-BOM, signed
+    assert len(signing) == 2 and "modelseal publish" in signing[0]["run"]
+    assert signing[1]["run"].count("modelseal attest") == 2
 
 
 def test_github_actions_are_pinned_by_commit() -> None:

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from modelseal.attest.verdict import Mode
-from modelseal.operator.admission import MODEL_LABEL, ModelVerdict, decide
-from modelseal.operator.judgement import Judgement
-from modelseal.operator.kube import StatusConflictError
+from modelseal.operator.admission.decision import MODEL_LABEL, ModelVerdict, decide
+from modelseal.operator.decide.judgement import Judgement
+from modelseal.operator.kube.api import StatusConflictError
 from modelseal.operator.reconciler import Reconciler
 from modelseal.operator.settings import GROUP, PLURAL, VERSION, StatusMode
 from tests.conftest import FIXTURE_NOW
@@ -31,7 +31,7 @@ from tests.operator.cluster import (
     running_operator,
     socair_envelope,
 )
-from tests.operator.test_status_conflicts import SPEC, RacingApi
+from tests.operator.status.test_status_conflicts import SPEC, RacingApi
 
 KEY = ("default", "m")
 

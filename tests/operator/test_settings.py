@@ -7,7 +7,7 @@ import pytest
 
 from modelseal.attest.verdict import Mode
 from modelseal.errors import UsageError
-from modelseal.operator import webhook_limits
+from modelseal.operator.admission import webhook_limits
 from modelseal.operator.settings import OperatorSettings, parse_mode
 from tests.cli.conftest import Run
 
@@ -148,3 +148,14 @@ def test_webhook_limit_flags() -> None:
     assert given is not None and given.deadline == timedelta(seconds=5)
     assert (given.max_connections, given.max_body) == (300, 1024 * 1024)
     assert OperatorSettings.from_flags(mode="off").webhook is None
+
+
+def test_unattested_weight_paths_are_refused_unless_the_flag_allows_them() -> None:
+    base = {"mode": "enforce", "trusted_keys": "ns/keys", "admission_webhook": "127.0.0.1:9443"}
+    assert OperatorSettings.from_flags(**base).allow_unattested_weight_paths is False  # type: ignore[arg-type]
+    allowed = OperatorSettings.from_flags(**base, allow_unattested_weight_paths=True)  # type: ignore[arg-type]
+    assert allowed.allow_unattested_weight_paths is True
+    with pytest.raises(UsageError, match="--allow-unattested-weight-paths needs --admission-webhook"):
+        OperatorSettings.from_flags(
+            mode="enforce", trusted_keys="ns/keys", allow_unattested_weight_paths=True
+        )

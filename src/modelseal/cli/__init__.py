@@ -23,6 +23,7 @@ sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
 from modelseal import __version__  # noqa: E402 - after the line above, before anything imports httpx
 from modelseal.cli import (  # noqa: E402
     attest_commands,
+    bom_commands,
     operator_commands,
     publish_commands,
     stage_commands,
@@ -90,11 +91,23 @@ def build_parser() -> argparse.ArgumentParser:
     attest_commands.register(commands)
     verify_commands.register(commands)
     attest_commands.register_digest(commands)
+    bom_commands.register(commands)
     publish_commands.register(commands)
     stage_commands.register_stage(commands)
     operator_commands.register(commands)
     _finish(parser)
     return parser
+
+
+def _unpinned(message: str, argv: Sequence[str]) -> str:
+    """``message`` with every argument that carries a PIN (``pin-value=`` in a signer URI given where
+    no ``--key`` is taken, so argparse quotes it back) cut to the form a message may show."""
+    from modelseal.attest.signing.signer_uris import pin_attributes, shown
+
+    for arg in sorted(argv, key=len, reverse=True):
+        if pin_attributes(arg):
+            message = message.replace(printable(arg), shown(arg) + "...")
+    return message
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -115,6 +128,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # httpx logs whole URLs, and a signed download URL carries its credential in the query
         for noisy in ("httpx", "httpcore"):
             logging.getLogger(noisy).setLevel(logging.WARNING)
+        # securesystemslib logs a failed KMS call with the service's own text (and the key's name):
+        # a signer's failure is modelseal's one line naming its type
+        logging.getLogger("securesystemslib").setLevel(logging.DEBUG if args.verbose else logging.CRITICAL)
         handler = getattr(args, "handler", None)
         if handler is None:  # `modelseal` or a group such as `modelseal key`: its help
             _subcommands(parser).get(args.command or "", parser).print_help(sys.stderr)
@@ -122,12 +138,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = handler(args)
         return code
     except UsageError as e:
-        print(f"error: {printable(str(e))}", file=sys.stderr)
+        print(f"error: {_unpinned(printable(str(e)), args_list)}", file=sys.stderr)
         if e.usage:
             print(e.usage, file=sys.stderr)
         return 2
     except Error as e:
-        print(f"error: {printable(str(e))}", file=sys.stderr)
+        print(f"error: {_unpinned(printable(str(e)), args_list)}", file=sys.stderr)
         return 1 if command == "verify" else e.exit_code
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)

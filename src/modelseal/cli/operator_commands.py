@@ -49,7 +49,10 @@ def register(commands: Any) -> None:
     run.add_argument("--model-attestation-max-age", default="0", metavar="DURATION",
                      help="refuse attestations issued longer ago (e.g. 2160h); 0 disables")  # fmt: skip
     run.add_argument(
-        "--model-attestation-policy", metavar="FILE", help="a trust-policy file (modelseal's own)"
+        "--model-attestation-policy",
+        metavar="FILE|NS/NAME",
+        help="a TrustPolicy or AdmissionPolicy file, or the ConfigMap whose policy.yaml is an AdmissionPolicy"
+        " (NAMESPACE/NAME)",
     )
     run.add_argument("--recheck-interval", default="10m", metavar="DURATION",
                      help="re-verify admitted Models this often (default 10m)")  # fmt: skip
@@ -90,6 +93,9 @@ def register(commands: Any) -> None:
     run.add_argument("--discover-image-attestations", action="store_true",
                      help="admit a pinned oci:// Model without spec.attestation by an attestation attached"
                      " to its image")  # fmt: skip
+    run.add_argument("--allow-unattested-weight-paths", action="store_true",
+                     help="the webhook admits weights no Model attests (LoRA and draft paths, volumes,"
+                     " LoRAAdapters) with a warning; enforce refuses them without it")  # fmt: skip
     run.add_argument("--metrics-port", type=int, default=8080, metavar="PORT", help="/metrics port (0: off)")
     run.add_argument("--liveness", default="http://0.0.0.0:8081/healthz", metavar="URL",
                      help="kopf's liveness endpoint ('' to disable)")  # fmt: skip
@@ -132,20 +138,21 @@ def run_cmd(args: argparse.Namespace) -> int:
         allow_plain_http_sources=args.allow_plain_http_sources,
         publisher_signing_key_secret=args.publisher_signing_key_secret,
         discover_image_attestations=args.discover_image_attestations,
+        allow_unattested_weight_paths=args.allow_unattested_weight_paths,
     )
     if not 0 <= args.metrics_port <= 65535:
         raise UsageError("--metrics-port must be between 0 and 65535")
-    from modelseal.operator.cluster_access import find_cluster
+    from modelseal.operator.kube.cluster_access import find_cluster
 
     cluster = find_cluster()  # before kopf, whose login would log tracebacks and retry
     logging.getLogger("modelseal").setLevel(logging.INFO)
     logging.info("logging in with %s", cluster)
     logging.info(
         "model attestation policy: mode=%s trustedKeys=%s allowConditions=%s maxAge=%s modelStatus=%s"
-        " publisherSigning=%s discoverImageAttestations=%s",
+        " publisherSigning=%s discoverImageAttestations=%s allowUnattestedWeightPaths=%s",
         settings.mode.value, settings.trusted_keys_ref, settings.allow_conditions, settings.max_age,
         settings.model_status.value, "/".join(settings.publisher_signing or ()) or "off",
-        settings.discover_image_attestations,
+        settings.discover_image_attestations, settings.allow_unattested_weight_paths,
     )  # fmt: skip
     metrics = OperatorMetrics()
     if args.metrics_port:

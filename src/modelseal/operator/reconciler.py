@@ -23,17 +23,18 @@ from typing import Any
 
 from modelseal.attest.verdict import Mode
 from modelseal.errors import KubeError
-from modelseal.operator.admission import ModelVerdict
-from modelseal.operator.eviction import Evictions
-from modelseal.operator.gate import ConfigMapRead, GateOutcome, referenced_configmap
-from modelseal.operator.judgement import generation_of, uid_of, unexpected
-from modelseal.operator.kube import KubeApi
+from modelseal.operator.admission.decision import ModelVerdict
+from modelseal.operator.admission.eviction import Evictions
+from modelseal.operator.admission.service_index import ServiceIndex
+from modelseal.operator.decide.gate import ConfigMapRead, GateOutcome, referenced_configmap
+from modelseal.operator.decide.judgement import generation_of, uid_of, unexpected
+from modelseal.operator.decide.verdict_cache import VerdictCache
+from modelseal.operator.kube.api import KubeApi
 from modelseal.operator.metrics import OperatorMetrics
 from modelseal.operator.model_judge import ModelJudge
-from modelseal.operator.model_status import ModelStatus
-from modelseal.operator.publication import FAILED
+from modelseal.operator.prefetch.publication import FAILED
 from modelseal.operator.settings import OperatorSettings
-from modelseal.operator.verdict_cache import VerdictCache
+from modelseal.operator.status.model_status import ModelStatus
 
 __all__ = ["ModelKey", "Reconciler"]
 
@@ -77,6 +78,10 @@ class Reconciler(ModelJudge):
         self.evictions = Evictions(self.metrics)
         #: the latest verdict per Model, which the admission webhook answers from
         self.verdicts: dict[ModelKey, ModelVerdict] = {}
+        #: the Models whose latest judgement refused them in enforce mode
+        self.refused: set[ModelKey] = set()
+        #: the InferenceServices the watch showed, for the webhook's Pods and for eviction
+        self.services = ServiceIndex()
 
     def use_api(self, api: KubeApi) -> None:
         """Talk through ``api`` from now on (fresh credentials); the old client closes at the end."""
@@ -120,6 +125,7 @@ class Reconciler(ModelJudge):
         self.status.forget(key)
         self.evictions.forget(key)
         self.verdicts.pop(key, None)
+        self.refused.discard(key)
         self.checked.pop(key, None)
 
     def verdict_for(self, namespace: str, name: str) -> tuple[int, ModelVerdict | None] | None:
@@ -160,7 +166,12 @@ class Reconciler(ModelJudge):
         """The Models a change to this ConfigMap can change the decision of."""
         if self.settings.mode is Mode.OFF:
             return []
-        if (namespace, name) in (self.settings.trusted_keys, self.settings.publisher_signing):
+        shared = (
+            self.settings.trusted_keys,
+            self.settings.publisher_signing,
+            self.settings.admission_policy_ref,
+        )
+        if (namespace, name) in shared:
             return sorted(self.models)
         found = []
         for key, model in self.models.items():
@@ -226,18 +237,19 @@ class Reconciler(ModelJudge):
                 self.metrics.verifications.labels(result=result, reason=outcome.code.value).inc()
             if source is not None:
                 self.metrics.source_checks.labels(reason=source.reason).inc()
-            blocked = any(x is not None and x.blocks for x in (outcome, source))
+            blocked = refused = any(x is not None and x.blocks for x in (outcome, source))
             waiting = publication is not None and (publication.in_progress or publication.phase == FAILED)
             waiting = waiting or any(x is not None and x.pending for x in (outcome, source))
             uid = uid_of(model)
             before = self.verdicts.get(key)
             before = before if before is not None and before.uid == uid else None
             self.verdicts[key] = verdict = judged.verdict(generation_of(model), uid)
+            (self.refused.add if refused else self.refused.discard)(key)
             try:
                 await self.status.write(self.api, key, model, judged, now, self._remember_fresh)
                 evict = self.settings.evict_on_revoke and self.evictions.due(key, before, blocked)
                 if evict and self._still(key, model):
-                    await self.evictions.evict(self.api, key, model, verdict, now)
+                    await self.evictions.evict(self.api, key, model, verdict, now, self.services.using(*key))
             except Exception as e:
                 _logger.error(
                     "Model %s/%s: the status was not written: %s", key[0], key[1], unexpected(e, "writing")
@@ -246,6 +258,27 @@ class Reconciler(ModelJudge):
             self.checked[key] = _Checked(now, blocked or waiting)
             self.metrics.reconcile_seconds.observe(time.perf_counter() - started)
             return outcome
+
+    async def observe_service(self, body: Mapping[str, Any]) -> None:
+        """Record an InferenceService the watch reported; with ``--evict-on-revoke``, evict its Pods
+        when it now names a refused Model (first seen after a restart, or changed to use one). Never raises.
+        """
+        key, changed = self.services.observe(body)
+        weights = self.services.lookup(*key)
+        if not changed or weights is None or not self.settings.evict_on_revoke:
+            return
+        for name in sorted(weights.names(key[0])):
+            model_key = (key[0], name)
+            async with self._locks.setdefault(model_key, asyncio.Lock()):
+                model, verdict = self.models.get(model_key), self.verdicts.get(model_key)
+                if model_key not in self.refused or model is None or verdict is None or self.api is None:
+                    continue
+                users = self.services.using(*model_key)
+                try:
+                    await self.evictions.evict(self.api, model_key, model, verdict, self.clock(), users)
+                except Exception as e:  # the Model's next recheck looks again
+                    _logger.error("InferenceService %s/%s: its Pods were not evicted: %s", key[0], key[1],
+                                  unexpected(e, "evicting"))  # fmt: skip
 
     async def _judge_again(self, waiters: set[Hashable]) -> None:
         """A source check ended: judge the Models that waited for it again."""
@@ -269,7 +302,8 @@ class Reconciler(ModelJudge):
     async def recheck(self) -> int:
         """Re-verify every Model that is due, reading its ConfigMaps afresh; return how many."""
         keys = self.due(self.clock())
-        for shared in (self.settings.trusted_keys, self.settings.publisher_signing):
+        settings = self.settings
+        for shared in (settings.trusted_keys, settings.publisher_signing, settings.admission_policy_ref):
             if keys and shared is not None and self.api is not None:
                 try:
                     await self.read_configmap(*shared)
