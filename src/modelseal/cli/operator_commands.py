@@ -77,6 +77,12 @@ def register(commands: Any) -> None:
     run.add_argument("--admission-webhook-cert", metavar="FILE", help="the webhook's certificate (PEM)")
     run.add_argument("--admission-webhook-key", metavar="FILE",
                      help="its key (PEM); without both, a self-signed one is made at start")  # fmt: skip
+    run.add_argument("--admission-webhook-deadline", metavar="DURATION",
+                     help="a request's handshake, headers and body come in this (default 10s)")  # fmt: skip
+    run.add_argument("--admission-webhook-max-connections", type=int, metavar="N",
+                     help="connections held at once (default 128); more wait or replace stalled")  # fmt: skip
+    run.add_argument("--admission-webhook-max-body", metavar="SIZE",
+                     help="the largest AdmissionReview accepted (default 256Ki)")  # fmt: skip
     run.add_argument("--evict-on-revoke", action="store_true",
                      help="enforce: evict the running Pods of a Model that turns refused")  # fmt: skip
     run.add_argument("--allow-plain-http-sources", action="store_true",
@@ -139,6 +145,9 @@ def run_cmd(args: argparse.Namespace) -> int:
         admission_webhook=args.admission_webhook,
         admission_webhook_cert=args.admission_webhook_cert,
         admission_webhook_key=args.admission_webhook_key,
+        admission_webhook_deadline=args.admission_webhook_deadline,
+        admission_webhook_max_connections=args.admission_webhook_max_connections,
+        admission_webhook_max_body=args.admission_webhook_max_body,
         evict_on_revoke=args.evict_on_revoke,
         allow_plain_http_sources=args.allow_plain_http_sources,
         publisher_signing_key_secret=args.publisher_signing_key_secret,

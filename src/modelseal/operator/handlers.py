@@ -88,7 +88,7 @@ def build_registry(
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
     async def _model(type: str, body: kopf.Body, **_: Any) -> None:  # noqa: A002 - kopf's keyword
         if type == "DELETED":
-            reconciler.forget((body.metadata.namespace or "", body.metadata.name or ""))
+            reconciler.forget((body.metadata.namespace or "", body.metadata.name or ""), body.metadata.uid)
             return
         await reconciler.reconcile(reconciler.remember(body))
 

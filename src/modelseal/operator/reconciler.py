@@ -27,7 +27,7 @@ from modelseal.operator.admission.decision import ModelVerdict
 from modelseal.operator.admission.eviction import Evictions
 from modelseal.operator.admission.service_index import ServiceIndex
 from modelseal.operator.decide.gate import ConfigMapRead, GateOutcome, referenced_configmap
-from modelseal.operator.decide.judgement import generation_of, unexpected
+from modelseal.operator.decide.judgement import generation_of, uid_of, unexpected
 from modelseal.operator.decide.verdict_cache import VerdictCache
 from modelseal.operator.kube.api import KubeApi
 from modelseal.operator.metrics import OperatorMetrics
@@ -102,23 +102,48 @@ class Reconciler(ModelJudge):
     def remember(self, body: Mapping[str, Any]) -> ModelKey:
         meta = body.get("metadata") or {}
         key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
-        self.models[key] = {"metadata": dict(meta), "spec": dict(body.get("spec") or {}),
-                            "status": dict(body.get("status") or {})}  # fmt: skip
+        model = {"metadata": dict(meta), "spec": dict(body.get("spec") or {}),
+                 "status": dict(body.get("status") or {})}  # fmt: skip
+        previous = self.models.get(key)
+        if previous is not None and uid_of(previous) != uid_of(model):
+            self._drop(key)  # another object of the same name: nothing known of the old one is its
+        self.models[key] = model
         return key
 
-    def forget(self, key: ModelKey) -> None:
+    def forget(self, key: ModelKey, uid: str | None = None) -> None:
+        """Drop what is known of a deleted Model; with ``uid``, only if that is the object known by
+        the name (a deletion reported after its successor was created leaves the successor alone)."""
+        model = self.models.get(key)
+        if uid and model is not None and uid_of(model) != uid:
+            return
+        self._drop(key)
+        self.models.pop(key, None)
+        self._locks.pop(key, None)
+
+    def _drop(self, key: ModelKey) -> None:
+        """Forget what was decided and written about the object known by this name."""
         self.status.forget(key)
         self.evictions.forget(key)
         self.verdicts.pop(key, None)
         self.refused.discard(key)
-        self.models.pop(key, None)
         self.checked.pop(key, None)
-        self._locks.pop(key, None)
 
     def verdict_for(self, namespace: str, name: str) -> tuple[int, ModelVerdict | None] | None:
-        """For the webhook: the Model's current generation and latest verdict (None: an unknown Model)."""
+        """For the webhook: the Model's current generation and latest verdict (None: an unknown Model).
+
+        A verdict about another object of the same name (its ``metadata.uid`` differs: the Model
+        was deleted and created again) is none: the Model has not been judged yet.
+        """
         model = self.models.get((namespace, name))
-        return None if model is None else (generation_of(model), self.verdicts.get((namespace, name)))
+        if model is None:
+            return None
+        verdict = self.verdicts.get((namespace, name))
+        return generation_of(model), verdict if verdict is not None and verdict.uid == uid_of(model) else None
+
+    def _still(self, key: ModelKey, model: Mapping[str, Any]) -> bool:
+        """Whether ``model`` is still the object the watch knows by this name (same ``metadata.uid``)."""
+        current = self.models.get(key)
+        return current is not None and uid_of(current) == uid_of(model)
 
     def observe_configmap(self, namespace: str, name: str, body: Mapping[str, Any] | None) -> list[ModelKey]:
         """Record a ConfigMap the watch reported (None: deleted); return the Models it affects.
@@ -199,6 +224,13 @@ class Reconciler(ModelJudge):
             started = time.perf_counter()
             now = self.clock()
             judged = await self.judge(key, model, now, fresh)
+            if not self._still(key, model):
+                # deleted, or deleted and created again under the same name, while it was judged:
+                # the judgement is of an object that is gone; the new one is judged on its own
+                _logger.info(
+                    "Model %s/%s was deleted or replaced while it was judged; judgement dropped", *key
+                )
+                return None
             outcome, source, publication = judged.outcome, judged.source, judged.publication
             if outcome is not None and not outcome.pending:  # a decision still being read is none yet
                 result = "admitted" if outcome.admitted else "refused"
@@ -208,12 +240,15 @@ class Reconciler(ModelJudge):
             blocked = refused = any(x is not None and x.blocks for x in (outcome, source))
             waiting = publication is not None and (publication.in_progress or publication.phase == FAILED)
             waiting = waiting or any(x is not None and x.pending for x in (outcome, source))
+            uid = uid_of(model)
             before = self.verdicts.get(key)
-            self.verdicts[key] = verdict = judged.verdict(generation_of(model))
+            before = before if before is not None and before.uid == uid else None
+            self.verdicts[key] = verdict = judged.verdict(generation_of(model), uid)
             (self.refused.add if refused else self.refused.discard)(key)
             try:
                 await self.status.write(self.api, key, model, judged, now, self._remember_fresh)
-                if self.settings.evict_on_revoke and self.evictions.due(key, before, blocked):
+                evict = self.settings.evict_on_revoke and self.evictions.due(key, before, blocked)
+                if evict and self._still(key, model):
                     await self.evictions.evict(self.api, key, model, verdict, now, self.services.using(*key))
             except Exception as e:
                 _logger.error(

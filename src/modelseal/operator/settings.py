@@ -13,6 +13,7 @@ from modelseal.attest.policy.trust import TrustPolicy
 from modelseal.attest.verdict import Mode
 from modelseal.durations import parse_max_age
 from modelseal.errors import InputError, UsageError
+from modelseal.operator.admission import webhook_limits
 from modelseal.operator.decide.policy_source import parse_policy_flag
 from modelseal.operator.kube.names import check_label, check_subdomain
 from modelseal.operator.sources.source_image import RegistryAccess
@@ -119,12 +120,17 @@ class StatusMode(enum.Enum):
 
 @dataclass(frozen=True)
 class WebhookSettings:
-    """Where the admission webhook listens, and its certificate files (None: self-signed at start)."""
+    """Where the admission webhook listens, its certificate files (None: self-signed at start), and
+    what a client may hold: how long a request may take to arrive (handshake, headers and body),
+    how many connections at once, and how large a body."""
 
     host: str
     port: int
     cert_file: str | None = None
     key_file: str | None = None
+    deadline: timedelta = webhook_limits.DEADLINE
+    max_connections: int = webhook_limits.MAX_CONNECTIONS
+    max_body: int = webhook_limits.MAX_BODY
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -140,7 +146,9 @@ def parse_listen(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def _webhook(listen: str | None, cert: str | None, key: str | None) -> WebhookSettings | None:
+def _webhook(
+    listen: str | None, cert: str | None, key: str | None, limits: tuple[timedelta, int, int]
+) -> WebhookSettings | None:
     """
     Raises:
         UsageError: a certificate without its key (or the other way round), a missing file.
@@ -155,7 +163,7 @@ def _webhook(listen: str | None, cert: str | None, key: str | None) -> WebhookSe
         if path and not Path(path).is_file():
             raise UsageError(f"{flag} {path}: no such file")
     host, port = parse_listen(listen)
-    return WebhookSettings(host, port, cert or None, key or None)
+    return WebhookSettings(host, port, cert or None, key or None, *limits)
 
 
 @dataclass(frozen=True)
@@ -223,6 +231,9 @@ class OperatorSettings:
         admission_webhook: str | None = None,
         admission_webhook_cert: str | None = None,
         admission_webhook_key: str | None = None,
+        admission_webhook_deadline: str | None = None,
+        admission_webhook_max_connections: int | None = None,
+        admission_webhook_max_body: str | None = None,
         evict_on_revoke: bool = False,
         allow_plain_http_sources: bool = False,
         publisher_signing_key_secret: str | None = None,
@@ -262,6 +273,10 @@ class OperatorSettings:
                 "--model-attestation-trusted-keys must be namespace/name when --model-attestation is warn"
                 ' or enforce (got "")'
             )
+        limits = webhook_limits.parse_limits(
+            admission_webhook is not None, admission_webhook_deadline, admission_webhook_max_connections,
+            admission_webhook_max_body,
+        )  # fmt: skip
         if allow_unattested_weight_paths and admission_webhook is None:
             raise UsageError(
                 "--allow-unattested-weight-paths needs --admission-webhook (it is what it allows)"
@@ -282,7 +297,7 @@ class OperatorSettings:
             publisher_image=DEFAULT_PUBLISHER_IMAGE if publisher_image is None else _image(publisher_image),
             registry_access=_registry_access(registry_config, registry_ca_file, plain_http_registries),
             model_status=StatusMode.parse(model_status),
-            webhook=_webhook(admission_webhook, admission_webhook_cert, admission_webhook_key),
+            webhook=_webhook(admission_webhook, admission_webhook_cert, admission_webhook_key, limits),
             evict_on_revoke=evict_on_revoke,
             allow_plain_http_sources=allow_plain_http_sources,
             publisher_signing=signing,

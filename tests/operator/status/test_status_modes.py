@@ -105,7 +105,10 @@ def test_full_mode_is_the_decision_itself() -> None:
     decided = desired_status(full.view(LLMKUBE), 1, ADMITTED, NOW)
     assert full.desired(LLMKUBE, decided, 1, NOW)["phase"] == "Ready"
     patch = full.patch(LLMKUBE, decided, "1")
-    assert patch is not None and "metadata" not in patch and patch["status"]["phase"] == "Ready"
+    assert patch is not None and patch["status"]["phase"] == "Ready"
+    # a precondition in full mode too: a Model deleted and created again while it was judged
+    # must not get its predecessor's phase (the API server refuses the write: 409)
+    assert patch["metadata"] == {"resourceVersion": "1"}
 
 
 def test_second_phase_writers_are_read_from_managed_fields() -> None:

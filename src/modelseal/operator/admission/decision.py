@@ -65,11 +65,14 @@ _LISTED = 3  # unattested weights named in a message; the rest are counted
 
 @dataclass(frozen=True)
 class ModelVerdict:
-    """What the reconciler last decided for a Model: at which generation, and why."""
+    """What the reconciler last decided for a Model: at which generation, and why; ``uid`` is the
+    ``metadata.uid`` of the object judged, so a Model deleted and created again under the same name
+    is never answered with its predecessor's verdict."""
 
     generation: int
     admitted: bool
     message: str
+    uid: str = ""
 
 
 @dataclass(frozen=True)

@@ -1,17 +1,20 @@
-"""The validating admission webhook, served by the operator with kopf's HTTPS server.
+"""The validating admission webhook, served by the operator over HTTPS.
 
 Three paths, ``/validate-pods``, ``/validate-inferenceservices`` and
 ``/validate-loraadapters``, answer AdmissionReviews from the verdicts the
 reconciler keeps in memory and the InferenceServices it watched (see
 :mod:`modelseal.operator.admission.decision`): no API call per request. The
-certificate comes from files (cert-manager's Secret, mounted; kopf reloads it
-when the files change) or, when none is given, is made at start: a
-self-signed ECDSA P-256 certificate for localhost, 127.0.0.1 and the listen
-address (for trying the webhook locally; in a cluster, use cert-manager).
+server (:mod:`modelseal.operator.admission.webhook_server`) gives every request
+a deadline and holds a bounded number of connections. The certificate comes
+from files (cert-manager's Secret, mounted; read again when the files change)
+or, when none is given, is made at start: a self-signed ECDSA P-256
+certificate for localhost, 127.0.0.1 and the listen address (for trying the
+webhook locally; in a cluster, use cert-manager).
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import ipaddress
 import logging
@@ -20,7 +23,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import kopf
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -28,6 +30,7 @@ from cryptography.x509.oid import NameOID
 
 from modelseal.attest.verdict import Mode
 from modelseal.operator.admission.decision import ServiceLookup, VerdictLookup, review_response
+from modelseal.operator.admission.webhook_server import WebhookServer
 from modelseal.operator.settings import WebhookSettings
 
 __all__ = ["PATHS", "make_self_signed", "serve"]
@@ -71,17 +74,18 @@ def make_self_signed(names: Sequence[str], folder: Path) -> tuple[Path, Path]:
     return cert_path, key_path
 
 
-def _server(settings: WebhookSettings) -> kopf.WebhookServer:
+def _certificate(settings: WebhookSettings) -> tuple[str, str]:
+    """The certificate and key files: the given ones, or a self-signed pair made now."""
     cert, key = settings.cert_file, settings.key_file
-    if cert is None or key is None:
-        folder = Path(tempfile.mkdtemp(prefix="modelseal-webhook-"))
-        names = ["localhost", "127.0.0.1"]
-        if settings.host not in ("0.0.0.0", "::"):  # noqa: S104 - comparing, not binding
-            names.insert(0, settings.host)
-        cert_path, key_path = make_self_signed(names, folder)
-        cert, key = str(cert_path), str(key_path)
-        _logger.info("admission webhook: self-signed certificate for %s in %s", ", ".join(names), cert)
-    return kopf.WebhookServer(addr=settings.host, port=settings.port, certfile=cert, pkeyfile=key)
+    if cert is not None and key is not None:
+        return cert, key
+    folder = Path(tempfile.mkdtemp(prefix="modelseal-webhook-"))
+    names = ["localhost", "127.0.0.1"]
+    if settings.host not in ("0.0.0.0", "::"):  # noqa: S104 - comparing, not binding
+        names.insert(0, settings.host)
+    cert_path, key_path = make_self_signed(names, folder)
+    _logger.info("admission webhook: self-signed certificate for %s in %s", ", ".join(names), cert_path)
+    return str(cert_path), str(key_path)
 
 
 async def serve(
@@ -93,24 +97,36 @@ async def serve(
     allow_weight_paths: bool = False,
     on_listening: Callable[[], None] | None = None,
 ) -> None:
-    """Serve the webhook until cancelled (restarting when the certificate files change).
+    """Serve the webhook until cancelled.
 
     ``services`` finds a Pod's InferenceService (None: none is known, so a Pod labelled
     with one is denied in enforce mode); ``allow_weight_paths`` is
     ``--allow-unattested-weight-paths``.
+
+    Raises:
+        OSError: the address cannot be bound.
+        InputError, ssl.SSLError: the certificate files cannot be read, or hold no certificate and key.
     """
 
     def unknown(_namespace: str, _name: str) -> None:
         return None
 
-    async def answer(review: Any, *, webhook: str | None = None, **_: Any) -> Any:
+    def answer(review: Any, webhook: str) -> dict[str, Any]:
         if webhook not in PATHS:  # the API server calls only the registered paths: refuse the rest
             return review_response(review, Mode.ENFORCE, unknown, unknown)
         return review_response(
             review, mode(), lookup, services or unknown, allow_weight_paths=allow_weight_paths
         )
 
-    async for _config in _server(settings)(answer):  # type: ignore[arg-type]
-        _logger.info("admission webhook listening on %s:%d", settings.host, settings.port)
+    server = WebhookServer(settings, *_certificate(settings), answer)
+    try:
+        await server.start()
+        _logger.info(
+            "admission webhook listening on %s:%d (deadline %gs, at most %d connections, bodies to %d bytes)",
+            settings.host, server.port, server.deadline, settings.max_connections, settings.max_body,
+        )  # fmt: skip
         if on_listening is not None:
             on_listening()
+        await asyncio.Event().wait()  # until cancelled
+    finally:
+        await server.close()

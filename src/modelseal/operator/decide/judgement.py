@@ -27,7 +27,7 @@ from modelseal.operator.prefetch.runs import current_publication
 from modelseal.operator.sources.check import REASON_NOT_PINNED, SourceCheck
 from modelseal.text import printable
 
-__all__ = ["Judgement", "generation_of", "internal_error", "unexpected"]
+__all__ = ["Judgement", "generation_of", "internal_error", "uid_of", "unexpected"]
 
 _logger = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ class Judgement:
     source: SourceCheck | None = None
     publication: Publication | None = None
 
-    def verdict(self, generation: int) -> ModelVerdict:
+    def verdict(self, generation: int, uid: str = "") -> ModelVerdict:
         """What the admission webhook is told: admitted when the attestation is, and the
         source check neither refuses nor is still running (a tag only warns); for an OMS
         signature, the source check found its files served.
@@ -62,7 +62,7 @@ class Judgement:
             )
         elif source is not None and not source.verified and source.reason != REASON_NOT_PINNED:
             admitted, message = False, source.message
-        return ModelVerdict(generation, admitted, printable(message))
+        return ModelVerdict(generation, admitted, printable(message), uid)
 
     def summary(self) -> str:
         """One line for the log."""
@@ -78,6 +78,12 @@ def generation_of(model: Mapping[str, Any]) -> int:
     """``metadata.generation``, 1 when absent or not a positive integer."""
     found = (model.get("metadata") or {}).get("generation")
     return found if isinstance(found, int) and not isinstance(found, bool) and found > 0 else 1
+
+
+def uid_of(model: Mapping[str, Any]) -> str:
+    """``metadata.uid``: which object a name stood for ("" when absent)."""
+    found = (model.get("metadata") or {}).get("uid")
+    return found if isinstance(found, str) else ""
 
 
 def unexpected(error: BaseException, doing: str) -> str:

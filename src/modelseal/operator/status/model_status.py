@@ -1,10 +1,13 @@
 """Writing a judgement to a Model: the mode's patch, a raced write done again, a second writer.
 
 What is written is :class:`~modelseal.operator.status.modes.StatusWriter`'s to
-say (``full`` or ``conditions``); this module does the I/O. In conditions mode
-a write carries the ``resourceVersion`` it was computed from: when LLMKube
-wrote in between, the API server refuses it (409), the Model is read again and
-the write recomputed, so LLMKube's conditions are never erased. In full mode,
+say (``full`` or ``conditions``); this module does the I/O. A write carries
+the ``resourceVersion`` it was computed from: when LLMKube wrote in between,
+the API server refuses it (409), the Model is read again and the write
+recomputed, so LLMKube's conditions are never erased; when the Model read
+again is another object (deleted and created again under the same name while
+it was judged: its ``metadata.uid`` differs), nothing is written, since the
+judgement is not about it. In full mode,
 another controller writing ``status.phase`` (another manager of
 ``f:status.f:phase`` in ``managedFields``, or the phase changed under modelseal
 three times) stops modelseal writing that Model, with a Warning Event, a metric
@@ -18,7 +21,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from modelseal.operator.decide.judgement import Judgement, generation_of
+from modelseal.operator.decide.judgement import Judgement, generation_of, uid_of
 from modelseal.operator.kube.api import KubeApi, StatusConflictError
 from modelseal.operator.metrics import OperatorMetrics
 from modelseal.operator.settings import StatusMode
@@ -65,10 +68,10 @@ class ModelStatus:
         Raises:
             KubeError: the API refused or failed.
         """
-        generation = generation_of(model)
+        generation, uid = generation_of(model), uid_of(model)
         if self.writer.mode is StatusMode.CONDITIONS and not model["metadata"].get("resourceVersion"):
             fresh = await api.read_model(*key)  # a write without a precondition could erase LLMKube's
-            if fresh is None:
+            if fresh is None or not _same(fresh, uid):
                 return
             model = remember(fresh)
         for _ in range(_ATTEMPTS):
@@ -83,7 +86,10 @@ class ModelStatus:
                 written = await api.patch_model_status(key[0], key[1], patch)
             except StatusConflictError:
                 fresh = await api.read_model(*key)
-                if fresh is None:
+                if fresh is None or not _same(
+                    fresh, uid
+                ):  # deleted, or created again: the judgement is not its
+                    _logger.info("Model %s/%s was replaced while its status was written; not written", *key)
                     return
                 model = remember(fresh)
                 continue
@@ -128,3 +134,8 @@ class ModelStatus:
         _logger.error("Model %s/%s: %s", key[0], key[1], message)
         await api.post_event(model, "Warning", "SecondStatusWriter", message, now)
         return True
+
+
+def _same(fresh: Mapping[str, Any], uid: str) -> bool:
+    """Whether a Model read afresh is the object judged (no uid judged: whatever has the name)."""
+    return not uid or uid_of(fresh) == uid

@@ -7,10 +7,11 @@
 conditions. modelseal writes only conditions of its own, prefixed with
 ``modelseal.dev/`` (``AttestationVerified``, ``SourceImageVerified``,
 ``Published``), and ``status.prefetchOCI``; in off mode nothing of the
-attestation (a Model without ``prefetchOCI`` is never written). Each write
-carries the ``resourceVersion`` it was computed from, so a write that raced
-LLMKube's fails with a conflict and is recomputed from a fresh read: LLMKube's
-conditions are never erased.
+attestation (a Model without ``prefetchOCI`` is never written). Each write (in
+both modes) carries the ``resourceVersion`` it was computed from, so a write
+that raced LLMKube's fails with a conflict and is recomputed from a fresh
+read: LLMKube's conditions are never erased, and a Model deleted and created
+again under the same name never receives a judgement of its predecessor.
 
 The decision logic (:mod:`modelseal.operator.status.conditions`) stays the same in
 both modes: it sees the status through :meth:`StatusWriter.view` (our
@@ -124,11 +125,22 @@ class StatusWriter:
     ) -> dict[str, Any] | None:
         """A merge patch for the status subresource, or None when nothing of ours changed.
 
-        In conditions mode the patch carries ``resourceVersion``: the API server
-        refuses it (409) when the Model changed since it was read.
+        The patch carries ``resourceVersion``: the API server refuses it (409) when
+        the Model changed since it was read, or is another object of the same name
+        (deleted and created again while it was judged).
         """
-        if self.mode is StatusMode.FULL:
-            return status_patch(status, desired)
+        out = (
+            status_patch(status, desired)
+            if self.mode is StatusMode.FULL
+            else self._conditions_patch(status, desired)
+        )
+        if out is not None and resource_version:
+            out["metadata"] = {"resourceVersion": resource_version}
+        return out
+
+    @staticmethod
+    def _conditions_patch(status: Mapping[str, Any], desired: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Conditions mode: our conditions and ``prefetchOCI``, or None when none of them changed."""
         if _comparable(status) == _comparable(desired):
             return None
         patch: dict[str, Any] = {"conditions": desired["conditions"]}
@@ -139,10 +151,7 @@ class StatusWriter:
             }
         elif "prefetchOCI" in status:
             patch["prefetchOCI"] = None
-        out: dict[str, Any] = {"status": patch}
-        if resource_version:
-            out["metadata"] = {"resourceVersion": resource_version}
-        return out
+        return {"status": patch}
 
 
 def _comparable(status: Mapping[str, Any]) -> tuple[Any, ...]:
