@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 
 from benchmarks.common import gib, machine, make_file, python_command, run_command, warm
-from modelseal.attest.private_keys import generate_key, write_key_pair
+from modelseal.attest.signing.private_keys import generate_key, write_key_pair
 
 MODEL_SIGNING = str(Path(sys.executable).parent / "model_signing")
 MODELSEAL = "import sys; from modelseal.cli import main; sys.exit(main(sys.argv[1:]))"

@@ -36,12 +36,12 @@ from tests.operator.cluster import (
 from tests.operator.emulator import RealisticEmulator
 
 from benchmarks.common import machine
-from modelseal.attest.private_keys import generate_key
-from modelseal.operator.gate import ConfigMapRead
-from modelseal.operator.kube import KubeApi
+from modelseal.attest.signing.private_keys import generate_key
+from modelseal.operator.decide.gate import ConfigMapRead
+from modelseal.operator.decide.verdict_cache import VerdictCache
+from modelseal.operator.kube.api import KubeApi
 from modelseal.operator.reconciler import Reconciler
 from modelseal.operator.settings import GROUP, PLURAL, VERSION
-from modelseal.operator.verdict_cache import VerdictCache
 
 
 async def all_in_phase(reconciler: Reconciler, wanted: str, count: int) -> None:

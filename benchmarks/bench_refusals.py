@@ -24,13 +24,13 @@ from typing import Any
 from tests.conftest import FIXTURE_NOW, FIXTURE_SHA256
 
 from benchmarks.common import machine
-from modelseal.attest.private_keys import generate_key
+from modelseal.attest.signing.private_keys import generate_key
 from modelseal.attest.verdict import Mode
-from modelseal.operator.gate import ConfigMapRead, evaluate_gate
-from modelseal.operator.kube import KubeApi
+from modelseal.operator.decide.gate import ConfigMapRead, evaluate_gate
+from modelseal.operator.decide.verdict_cache import VerdictCache
+from modelseal.operator.kube.api import KubeApi
 from modelseal.operator.reconciler import Reconciler
 from modelseal.operator.settings import OperatorSettings
-from modelseal.operator.verdict_cache import VerdictCache
 
 TRUSTED = ("default", "keys")
 SPEC = {"sha256": FIXTURE_SHA256,

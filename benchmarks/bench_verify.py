@@ -56,12 +56,13 @@ def contender(input_name: str, name: str) -> Callable[[], object]:
     from securesystemslib.dsse import Envelope as SslibEnvelope
     from securesystemslib.signer import SSlibKey  # type: ignore[attr-defined]
 
-    from modelseal.attest.envelope import b64decode, pae, parse_envelope
-    from modelseal.attest.keys import Keyring
-    from modelseal.attest.policy import TrustPolicy
-    from modelseal.attest.private_keys import generate_key
-    from modelseal.attest.sign import make_statement, sign_payload
-    from modelseal.attest.verifier import ExpectedDigest, evaluate, verify_signatures
+    from modelseal.attest.dsse.envelope import b64decode, pae, parse_envelope
+    from modelseal.attest.dsse.keys import Keyring
+    from modelseal.attest.dsse.signatures import verify_signatures
+    from modelseal.attest.policy.trust import TrustPolicy
+    from modelseal.attest.signing.private_keys import generate_key
+    from modelseal.attest.signing.sign import make_statement, sign_payload
+    from modelseal.attest.socair.verifier import ExpectedDigest, evaluate
 
     sha = (SOCAIR / "model.sha256").read_text().strip()
     if input_name == "socair":

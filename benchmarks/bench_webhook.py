@@ -23,9 +23,9 @@ import httpx
 
 from benchmarks.common import machine
 from modelseal.attest.verdict import Mode
-from modelseal.operator.admission import MODEL_LABEL, ModelVerdict
+from modelseal.operator.admission.decision import MODEL_LABEL, ModelVerdict
+from modelseal.operator.admission.webhook import make_self_signed, serve
 from modelseal.operator.settings import WebhookSettings
-from modelseal.operator.webhook import make_self_signed, serve
 
 
 def free_port() -> int:

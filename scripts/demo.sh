@@ -17,26 +17,9 @@ cp -r testdata/sample-model "$out/model"
 cp -r testdata/sample-model "$out/admitted-model"
 
 # A throwaway OCI registry on a free loopback port, stopped when the demo ends.
-port=$("$VENV/bin/python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-mkdir -p "$out/registry"
-cat > "$out/registry/config.yml" <<YAML
-version: 0.1
-log: {level: error, accesslog: {disabled: true}}
-storage: {filesystem: {rootdirectory: $PWD/$out/registry/data}}
-http: {addr: 127.0.0.1:$port}
-YAML
-docker-registry serve "$out/registry/config.yml" > "$out/registry/log" 2>&1 &
-registry_pid=$!
-trap 'kill "$registry_pid" 2>/dev/null || true' EXIT
-"$VENV/bin/python" - "$port" <<'PY'
-import socket, sys, time
-for _ in range(200):
-    try:
-        socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=1).close()
-        break
-    except OSError:
-        time.sleep(0.05)
-PY
+source scripts/local_registry.sh
+start_local_registry "$out/registry"
+port=$registry_port
 
 echo "== 1. a signing key for the intake pipeline"
 ms key gen --out "$out/intake" --issuer "demo intake"

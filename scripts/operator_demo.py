@@ -62,9 +62,9 @@ from tests.operator.emulator import RealisticEmulator
 from tests.operator.local_kubelet import LocalKubelet
 from tests.publish.fileserver import file_server
 
-from modelseal.attest.private_keys import generate_key
+from modelseal.attest.signing.private_keys import generate_key
 from modelseal.operator.settings import GROUP, PLURAL, VERSION
-from modelseal.operator.source_image import RegistryAccess
+from modelseal.operator.sources.source_image import RegistryAccess
 
 TESTDATA = Path(__file__).resolve().parent.parent / "testdata"
 

@@ -28,9 +28,14 @@ if [ "${MODELSEAL_SETUP_DONE:-}" = 1 ] && [ -x "$VENV/bin/modelseal" ]; then
   export VENV MODELSEAL_SETUP_DONE=1
   return 0 2>/dev/null || exit 0
 fi
+# Progress goes to stderr, so a first run (a minute or two of pip) does not look hung,
+# while the callers' stdout (the demo's transcript) stays as it was.
 if [ ! -x "$VENV/bin/python" ]; then
+  echo "setup: creating the virtual environment $VENV (first run: about a minute or two)" >&2
   python3 -m venv "$VENV"
 fi
+echo "setup: installing modelseal and its development tools into $VENV (pip)" >&2
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+echo "setup: ready" >&2
 export VENV MODELSEAL_SETUP_DONE=1

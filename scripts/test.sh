@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up everything the tests need, then run every gate: ruff, mypy --strict,
-# the fixture check, and pytest (with the real-cluster suite, tests/cluster, on a control plane
-# scripts/cluster.sh builds, or on $KUBECONFIG's cluster). Extra arguments go to pytest.
+# the fixture check, the docs site (mkdocs --strict: a warning fails), and pytest (with the
+# real-cluster suite, tests/cluster, on a control plane scripts/cluster.sh builds, or on
+# $KUBECONFIG's cluster). Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
@@ -14,6 +15,8 @@ echo "== mypy --strict"
 "$VENV/bin/mypy"
 echo "== fixtures are up to date"
 "$VENV/bin/python" testdata/generate.py --check
+echo "== docs site builds with warnings as errors"
+NO_MKDOCS_2_WARNING=1 "$VENV/bin/mkdocs" build --strict --quiet --site-dir "${TMPDIR:-/tmp}/modelseal-site"
 if [ -z "${KUBECONFIG:-}" ]; then
   # tests/cluster starts a control plane of its own from these binaries (the first build takes
   # many minutes; later runs find them in the cache)

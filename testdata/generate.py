@@ -27,9 +27,9 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "src"))
 
-from modelseal.attest import gojson  # noqa: E402
-from modelseal.attest.private_keys import SigningKey, from_private_key, with_issuer  # noqa: E402
-from modelseal.attest.sign import sign_report  # noqa: E402
+from modelseal.attest.dsse import gojson  # noqa: E402
+from modelseal.attest.signing.private_keys import SigningKey, from_private_key, with_issuer  # noqa: E402
+from modelseal.attest.signing.sign import sign_report  # noqa: E402
 
 SOCAIR_SHA256 = {
     "socair/authorized.dsse.json": "20dab11ea3e440556984746adcbec76487c4ee587bde38c61159fe957a2c307f",

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
-from modelseal.attest.keys import Keyring
-from modelseal.attest.private_keys import SigningKey, load_signing_key
+from modelseal.attest.dsse.keys import Keyring
+from modelseal.attest.signing.private_keys import SigningKey, load_signing_key
 from modelseal.cli import main
 from tests.cli.conftest import Result, Run
 

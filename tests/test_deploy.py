@@ -78,7 +78,7 @@ def test_the_crd_schema_covers_every_field_the_operator_reads_or_writes(field: s
 def test_the_crd_keeps_every_field_of_status_prefetchoci() -> None:
     """A field the schema leaves out is pruned by the API server: jobUid must survive, or a restart
     would no longer believe the operator's own Jobs."""
-    from modelseal.operator.publication import Publication
+    from modelseal.operator.prefetch.publication import Publication
 
     written = Publication("Succeeded", "sha256:f", 1, "j", "oci://r/m@sha256:" + "a" * 64, ("m",), "m", "uid")
     for key in written.to_status():
@@ -113,8 +113,20 @@ def test_rbac_is_least_privilege() -> None:
         assert binding["subjects"][0]["name"] == account["metadata"]["name"]
     bound = {b["roleRef"]["name"] for b in by_kind("ClusterRoleBinding")}
     assert bound == {r["metadata"]["name"] for r in by_kind("ClusterRole")}
-    [evict] = roles.values()  # --evict-on-revoke, in the llmkube overlay only
-    assert evict["rules"] == [{"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]}]
+    # in the llmkube overlay only: --evict-on-revoke, and the InferenceServices the webhook and
+    # eviction judge Pods through (read, and only what a watch needs)
+    assert {name: role["rules"] for name, role in roles.items()} == {
+        "modelseal-operator-evict": [
+            {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]}
+        ],
+        "modelseal-operator-services": [
+            {
+                "apiGroups": ["inference.llmkube.dev"],
+                "resources": ["inferenceservices"],
+                "verbs": ["list", "watch"],
+            }
+        ],
+    }
 
 
 def test_deployment_runs_the_enforcing_operator() -> None:
@@ -152,7 +164,7 @@ def test_example_model_is_attested_by_the_example_keys() -> None:
     from datetime import UTC, datetime
 
     from modelseal.attest.verdict import Mode
-    from modelseal.operator.gate import ConfigMapRead, evaluate_gate
+    from modelseal.operator.decide.gate import ConfigMapRead, evaluate_gate
     from modelseal.operator.settings import OperatorSettings
 
     keys = documents(DEPLOY / "example" / "trusted-keys.yaml")[0]

@@ -15,7 +15,7 @@ import yaml
 
 from modelseal.attest.verdict import Mode
 from modelseal.cli import build_parser
-from modelseal.operator.gate import ConfigMapRead, evaluate_gate
+from modelseal.operator.decide.gate import ConfigMapRead, evaluate_gate
 from modelseal.operator.settings import OperatorSettings, StatusMode
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,6 +44,9 @@ def operator_settings(docs: list[dict[str, Any]]) -> tuple[OperatorSettings, dic
         mode=args.model_attestation, trusted_keys=args.model_attestation_trusted_keys,
         max_age=args.model_attestation_max_age, recheck_interval=args.recheck_interval,
         model_status=args.model_status, evict_on_revoke=args.evict_on_revoke,
+        admission_webhook=args.admission_webhook, admission_webhook_deadline=args.admission_webhook_deadline,
+        admission_webhook_max_connections=args.admission_webhook_max_connections,
+        admission_webhook_max_body=args.admission_webhook_max_body,
     )  # fmt: skip
     return settings, {"flags": flags, "container": container, "args": args}
 
@@ -80,8 +83,13 @@ def test_llmkube_has_no_crd_writes_conditions_and_serves_the_webhook() -> None:
     config = one(docs, "ValidatingWebhookConfiguration")
     ref = f"{certificate['metadata']['namespace']}/{certificate['metadata']['name']}"
     assert config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == ref
-    hooks = {h["clientConfig"]["service"]["path"]: h for h in config["webhooks"]}
-    assert set(hooks) == {"/validate-pods", "/validate-inferenceservices"}
+    hooks = {h["name"]: h for h in config["webhooks"]}
+    assert {name: h["clientConfig"]["service"]["path"] for name, h in hooks.items()} == {
+        "pods.modelseal.dev": "/validate-pods",
+        "model-pods.modelseal.dev": "/validate-pods",
+        "inferenceservices.modelseal.dev": "/validate-inferenceservices",
+        "loraadapters.modelseal.dev": "/validate-loraadapters",
+    }
     for hook in hooks.values():
         assert hook["failurePolicy"] == "Fail" and hook["sideEffects"] == "None"
         assert hook["timeoutSeconds"] <= 5 and hook["admissionReviewVersions"] == ["v1"]
@@ -91,14 +99,86 @@ def test_llmkube_has_no_crd_writes_conditions_and_serves_the_webhook() -> None:
             "kube-system",
             "modelseal-system",
         }
-    pods = hooks["/validate-pods"]
-    assert pods["rules"] == [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
-                              "resources": ["pods"], "scope": "Namespaced"}]  # fmt: skip
-    assert pods["objectSelector"] == {
-        "matchExpressions": [{"key": "inference.llmkube.dev/model", "operator": "Exists"}]
+    # a serving Pod is sent once, through its InferenceService's label; a Pod with the Model label
+    # only (a prefetch Pod) by that; a Pod with neither never
+    for name in ("pods.modelseal.dev", "model-pods.modelseal.dev"):
+        assert hooks[name]["rules"] == [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                                         "resources": ["pods"], "scope": "Namespaced"}]  # fmt: skip
+    assert hooks["pods.modelseal.dev"]["objectSelector"] == {
+        "matchExpressions": [{"key": "inference.llmkube.dev/service", "operator": "Exists"}]
     }
-    services = hooks["/validate-inferenceservices"]["rules"][0]
-    assert services["resources"] == ["inferenceservices"] and services["operations"] == ["CREATE", "UPDATE"]
+    assert hooks["model-pods.modelseal.dev"]["objectSelector"] == {
+        "matchExpressions": [
+            {"key": "inference.llmkube.dev/model", "operator": "Exists"},
+            {"key": "inference.llmkube.dev/service", "operator": "DoesNotExist"},
+        ]
+    }
+    for name, resource in (("inferenceservices.modelseal.dev", "inferenceservices"),
+                           ("loraadapters.modelseal.dev", "loraadapters")):  # fmt: skip
+        [rule] = hooks[name]["rules"]
+        assert rule["apiGroups"] == ["inference.llmkube.dev"] and rule["resources"] == [resource]
+        assert rule["operations"] == ["CREATE", "UPDATE"] and "objectSelector" not in hooks[name]
+    from modelseal.operator.admission.webhook import PATHS
+
+    assert {h["clientConfig"]["service"]["path"] for h in hooks.values()} == {f"/{p}" for p in PATHS}
+    assert not settings.allow_unattested_weight_paths  # refused in enforce until an operator opts in
+
+
+def memory_limit(container: dict[str, Any]) -> int:
+    text = container["resources"]["limits"]["memory"]
+    assert text.endswith("Mi"), text
+    return int(text.removesuffix("Mi")) * 1024**2
+
+
+def test_the_webhooks_limits_fit_the_operators_memory() -> None:
+    """What stalled clients can hold (every connection with a body short of the cap, full headers held
+    twice, parsed and raw, and 80 KiB of TLS and HTTP state, as benchmarks/bench_webhook_stalls.py
+    measures) leaves room for the operator (65 MiB idle) under the Deployment's limit."""
+    from modelseal.operator.admission.webhook_server import MAX_FIELD, MAX_HEADERS
+
+    settings, found = operator_settings(render(DEPLOY / "overlays" / "llmkube"))
+    webhook = settings.webhook
+    assert webhook is not None and webhook.deadline.total_seconds() <= 10
+    held = webhook.max_connections * (webhook.max_body + 2 * MAX_HEADERS * MAX_FIELD + 96 * 1024)
+    assert held <= memory_limit(found["container"]) // 2, held
+
+
+def test_only_the_api_server_reaches_the_webhook_port() -> None:
+    docs = render(DEPLOY / "overlays" / "llmkube")
+    policy = one(docs, "NetworkPolicy")
+    deployment = one(docs, "Deployment")
+    pod = deployment["spec"]["template"]
+    assert policy["metadata"]["namespace"] == deployment["metadata"]["namespace"]
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    ports = {p["name"]: p["containerPort"] for p in pod["spec"]["containers"][0]["ports"]}
+    _, found = operator_settings(docs)
+    assert ports["webhook"] == int(found["args"].admission_webhook.rpartition(":")[2])
+    opening = [rule for rule in policy["spec"]["ingress"]
+               if not rule.get("ports") or any(p["port"] in ("webhook", ports["webhook"]) for p in rule["ports"])]  # fmt: skip
+    assert len(opening) == 1  # no rule without ports (that would open every port) and one for the webhook
+    [rule] = opening
+    assert rule["from"] and all(set(peer) == {"ipBlock"} for peer in rule["from"])  # no Pod is the API server
+    for peer in rule["from"]:
+        assert not peer["ipBlock"]["cidr"].endswith("/0") and not peer["ipBlock"].get("except")
+    others = {p["port"] for r in policy["spec"]["ingress"] if r is not rule for p in r["ports"]}
+    assert others == {"metrics", "healthz"}
+
+
+def test_the_api_servers_addresses_are_set_by_an_overlay(tmp_path: Path) -> None:
+    """The README's way of setting them: a patch of the policy's first rule from your own overlay."""
+    (tmp_path / "kustomization.yaml").write_text(
+        f"resources: [{os.path.relpath(DEPLOY / 'overlays' / 'llmkube', tmp_path)}]\n"
+        "patches:\n"
+        "  - target: {kind: NetworkPolicy, name: modelseal-webhook}\n"
+        "    patch: |-\n"
+        "      - op: replace\n"
+        "        path: /spec/ingress/0/from\n"
+        "        value: [{ipBlock: {cidr: 10.0.0.10/32}}, {ipBlock: {cidr: 10.244.0.0/32}}]\n"
+    )
+    [rule, _] = one(render(tmp_path), "NetworkPolicy")["spec"]["ingress"]
+    assert [p["ipBlock"]["cidr"] for p in rule["from"]] == ["10.0.0.10/32", "10.244.0.0/32"]
+    assert rule["ports"] == [{"protocol": "TCP", "port": "webhook"}]
 
 
 @pytest.mark.parametrize("overlay", ["standalone", "llmkube"])

@@ -1,4 +1,4 @@
-"""The README's CLI examples are real: every example that uses only bundled data is run."""
+"""The README's and the docs' CLI examples are real: every example that uses only bundled data is run."""
 
 from __future__ import annotations
 
@@ -11,7 +11,13 @@ import pytest
 from modelseal.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
-README = (ROOT / "README.md").read_text()
+#: the README and every page of the docs site, where the manual now lives
+#: (the policy cookbook's examples need the files its recipes make: tests/attest/policy/test_cookbook.py runs them)
+PAGES = [
+    ROOT / "README.md",
+    *sorted(p for p in (ROOT / "docs").rglob("*.md") if p.name != "policy-cookbook.md"),
+]
+README = "\n".join(p.read_text() for p in PAGES)
 
 
 def examples() -> list[tuple[str, str]]:

@@ -8,8 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from modelseal.attest.private_keys import SigningKey
-from modelseal.attest.sign import make_statement, sign_payload
+from modelseal.attest.signing.private_keys import SigningKey
+from modelseal.attest.signing.sign import make_statement, sign_payload
 from tests.conftest import TESTDATA
 
 Mutate = Callable[[dict[str, Any]], None]

@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from modelseal.attest.envelope import parse_envelope
-from modelseal.attest.private_keys import SigningKey
-from modelseal.cli.publish_commands import _client
-from modelseal.publish.layout import ANN_SOURCE, MEDIA_MANIFEST
-from modelseal.publish.reference import parse_reference
+from modelseal.attest.dsse.envelope import parse_envelope
+from modelseal.attest.signing.private_keys import SigningKey
+from modelseal.cli.registry_access import registry_client as _client
+from modelseal.publish.image.layout import ANN_SOURCE, MEDIA_MANIFEST
+from modelseal.publish.registry.reference import parse_reference
 from tests.attest.helpers import signed_statement
 from tests.cli.conftest import Run
 from tests.conftest import SOCAIR, TESTDATA

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from modelseal.attest.image_predicate import IMAGE_PREDICATE_TYPE
+from modelseal.attest.socair.image_predicate import IMAGE_PREDICATE_TYPE
 from tests.cli.conftest import Run
 from tests.conftest import TESTDATA
 from tests.publish.helpers import file_layer, push_crafted, skopeo
@@ -118,7 +118,9 @@ def test_attach_then_verify_the_image(cli: Run, registry: Registry, tmp_path: Pa
     assert lines[3].startswith(f"  image {image}: attached as sha256:") and lines[3].endswith(
         "(referrers tag schema)"
     )
-    assert lines[4] == "  binds 3 file(s):"
+    assert lines[4] == (
+        "  binds 3 file(s) as its manifest records them (no layer was downloaded; publish inspect --sha256 reads one):"
+    )
     assert lines[5].endswith("  model.safetensors") and len(lines) == 8
     j = cli("verify", "--image", image, "--trusted", pub, "--plain-http", "--json")
     doc = json.loads(j.out)
@@ -337,3 +339,38 @@ def test_an_image_that_cannot_be_read_is_a_refusal_in_json_too(
     assert json.loads(warn.out)["mode"] == "warn" and json.loads(warn.out)["digest"] is None
     text = cli("verify", "--image", missing, "--trusted", pub, "--plain-http")
     assert text.code == 1 and text.out == ""
+
+
+def test_verify_image_says_how_many_attestations_it_skipped(
+    cli: Run, registry: Registry, tmp_path: Path
+) -> None:
+    """Forty untrusted attestations attached before the trusted one: it is read first and admits, and the
+    output says how many of those listed were skipped (text and --json); refused, the error says it too."""
+    from modelseal.attest.signing.private_keys import generate_key
+    from modelseal.attest.signing.sign import sign_payload
+    from modelseal.publish.referrers.attestations import read_subject
+    from modelseal.publish.registry.client import RegistryClient
+    from modelseal.publish.registry.reference import parse_reference
+    from tests.publish.helpers import push_artifact, set_referrers_index
+
+    key, pub = keys(cli, tmp_path)
+    image = publish(cli, registry.host)
+    other = generate_key("ed25519")
+    with RegistryClient(parse_reference(image, allow_oci_scheme=True), plain_http=True, retries=0) as c:
+        _, subject = read_subject(c, parse_reference(image, allow_oci_scheme=True))
+        junk = [push_artifact(c, subject, sign_payload(f'{{"junk": {n}}}'.encode(), [other]).to_json())
+                for n in range(40)]  # fmt: skip
+        set_referrers_index(c, subject.digest, junk)
+    assert cli("attest", image, "--key", key, "--plain-http", "--attach").code == 0
+    v = cli("verify", "--image", image, "--trusted", pub, "--plain-http")
+    assert v.code == 0, v.err
+    assert "  9 of 41 attached attestation(s) skipped: over the caps" in v.out.splitlines()
+    doc = json.loads(cli("verify", "--image", image, "--trusted", pub, "--plain-http", "--json").out)
+    assert doc["admitted"] and doc["listed"] == 41 and doc["skipped"] == 9 and doc["tried"] == []
+    _, stranger = keys(cli, tmp_path, "stranger")
+    refused = cli("verify", "--image", image, "--trusted", stranger, "--plain-http", "--json")
+    said = json.loads(refused.out)
+    assert refused.code == 1 and said["skipped"] == 9
+    assert said["message"].startswith(
+        "none of the 32 attached attestations read (41 listed, 9 skipped: over the caps"
+    )

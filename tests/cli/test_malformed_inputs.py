@@ -72,7 +72,7 @@ CASES = [
     Case("key file is empty", 1, "is not a PEM public key", key=b""),
     Case("key body is garbage", 1, "is not a valid public key",
          key=b"-----BEGIN PUBLIC KEY-----\nQUJD\n-----END PUBLIC KEY-----\n"),
-    Case("private key given as trusted", 1, "is not a PEM public key",
+    Case("private key given as trusted", 1, "is a private key, not a public key",
          key=b"-----BEGIN PRIVATE KEY-----\nQUJD\n-----END PRIVATE KEY-----\n"),
     Case("key file is binary", 1, "not UTF-8", key=b"\xff\xd8\xff"),
     Case("trusted key missing", 1, "no such file or directory", key=None),

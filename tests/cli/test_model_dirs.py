@@ -7,8 +7,8 @@ import json
 import shutil
 from pathlib import Path
 
-from modelseal.attest.private_keys import SigningKey
-from modelseal.attest.sign import sign_report
+from modelseal.attest.signing.private_keys import SigningKey
+from modelseal.attest.signing.sign import sign_report
 from tests.attest.helpers import hf_snapshot, sample_report
 from tests.cli.conftest import Run
 from tests.conftest import TESTDATA

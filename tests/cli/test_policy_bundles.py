@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 import sigstore
-from modelseal.attest.certificates import load_certificates
-from modelseal.attest.keys import load_public_key
+from modelseal.attest.bundles.certificates import load_certificates
+from modelseal.attest.dsse.keys import load_public_key
+from tests.attest.bundles.test_oms_certificates import ms_accepts, ms_sign_certificate
 from tests.attest.ca import chain, issue
 from tests.attest.oms_referee import MODEL_SIGNING, ec_key_pair, ms_sign, ms_verify, small_model
-from tests.attest.test_oms_certificates import ms_accepts, ms_sign_certificate
 from tests.cli.conftest import Run
 from tests.conftest import TESTDATA
 

@@ -131,7 +131,7 @@ def test_docker_config_credentials(cli: Run, basic_registry: Registry, tmp_path:
 def test_publish_errors(
     cli: Run, args: list[str], code: int, message: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("modelseal.publish.registry.RegistryClient.retry_pause", _no_wait)
+    monkeypatch.setattr("modelseal.publish.registry.client.RegistryClient.retry_pause", _no_wait)
     r = cli("publish", *args)
     assert r.code == code, r.err
     assert r.err.startswith("error: ") and message in r.err.splitlines()[0]
@@ -208,7 +208,7 @@ def test_inspect_reads_the_bytes_an_image_serves_not_its_annotations(cli: Run, r
 
 def test_check_primary_without_a_recorded_digest() -> None:
     from modelseal.errors import VerificationError
-    from modelseal.publish.contents import check_primary
+    from modelseal.publish.image.contents import check_primary
 
     info = {
         "image": "oci://r/m@sha256:" + "0" * 64,

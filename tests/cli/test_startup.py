@@ -27,7 +27,7 @@ _LOADED = (
 )
 
 #: Never needed to stage a file over plain HTTP.
-NOT_STAGING = ("kopf", "asyncio", "yaml", "pydantic", "cryptography", "modelseal.operator", "modelseal.attest.verifier",
+NOT_STAGING = ("kopf", "asyncio", "yaml", "pydantic", "cryptography", "modelseal.operator", "modelseal.attest.socair.verifier",
                "rich", "click", "pygments")  # fmt: skip
 
 #: Never needed to verify an attestation or print the version.
@@ -53,8 +53,26 @@ def test_verify_imports_neither_the_network_nor_the_operator_nor_yaml() -> None:
     loaded = _modules(
         "verify", str(SOCAIR / "authorized.dsse.json"), "--trusted", str(SOCAIR / "operator.pub")
     )
-    assert "modelseal.attest.verifier" in loaded  # it did verify
+    assert "modelseal.attest.socair.verifier" in loaded  # it did verify
     assert _heavy(loaded) == []
+
+
+#: the Sigstore bundle path: never needed for a plain DSSE envelope checked against keys
+BUNDLE_PATH = ("sigstore", "modelseal.attest.bundles.verifier", "modelseal.attest.bundles.oms",
+               "modelseal.attest.bundles.oms_model", "modelseal.attest.bundles.keyless",
+               "modelseal.attest.bundles.certificates", "modelseal.attest.bundles.routing",
+               "cryptography.x509", "modelseal.attest.digests", "modelseal.attest.dsse.wire",
+               "modelseal.attest.policy.policy_file", "modelseal.attest.policy.authority_entries")  # fmt: skip
+
+
+def test_a_plain_verify_of_a_socair_envelope_imports_no_bundle_path() -> None:
+    """Issue 21, part 4: 140 ms of a verify went to the Sigstore bundle path a DSSE envelope never
+    needs; only whether the input is a bundle is asked (a JSON look, in bundles.bundle)."""
+    loaded = _modules(
+        "verify", str(SOCAIR / "authorized.dsse.json"), "--trusted", str(SOCAIR / "operator.pub")
+    )
+    assert "modelseal.attest.socair.verifier" in loaded  # it did verify
+    assert sorted(m for m in loaded if any(m == b or m.startswith(b + ".") for b in BUNDLE_PATH)) == []
 
 
 def test_staging_over_plain_http_imports_neither_the_cli_of_httpx_nor_the_operator(

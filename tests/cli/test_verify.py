@@ -3,7 +3,7 @@
 import json
 from pathlib import Path
 
-from modelseal.attest.private_keys import SigningKey
+from modelseal.attest.signing.private_keys import SigningKey
 from tests.cli.conftest import Run
 from tests.conftest import FIXTURE_KEYID, FIXTURE_SHA256, SOCAIR, TESTDATA
 
@@ -129,8 +129,8 @@ def test_artifact_file_and_directory(cli: Run, ed25519_key_file: Path, tmp_path:
 def test_directory_attestation_and_diff(
     cli: Run, ed25519_key: SigningKey, ed25519_key_file: Path, tmp_path: Path
 ) -> None:
-    from modelseal.attest.digest import modeldir_digest
-    from modelseal.attest.sign import sign_report
+    from modelseal.attest.digests.digest import modeldir_digest
+    from modelseal.attest.signing.sign import sign_report
     from tests.attest.helpers import sample_report
 
     model = tmp_path / "model"

@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from modelseal.operator.webhook import make_self_signed
+from modelseal.operator.admission.webhook import make_self_signed
 from tests.cluster.control_plane import ROOT
 
 __all__ = ["KUBECTL", "Applied", "apply_overlays", "kubectl"]

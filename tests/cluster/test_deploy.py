@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from modelseal.operator.publish_job import build_job
+from modelseal.operator.prefetch.job import build_job
 from tests.cluster.control_plane import CLUSTER, ROOT, ControlPlane
 from tests.cluster.kube import Kube, eventually
 from tests.cluster.overlays import Applied, kubectl

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from modelseal.attest.private_keys import generate_key
+from modelseal.attest.signing.private_keys import generate_key
 from tests.cluster.control_plane import CLUSTER, ControlPlane
 from tests.cluster.kube import Kube, eventually
 from tests.cluster.llmkube_shapes import PhaseWriter

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from modelseal.attest.private_keys import generate_key
+from modelseal.attest.signing.private_keys import generate_key
 from tests.cluster.control_plane import CLUSTER
 from tests.cluster.kube import Kube, eventually
 from tests.cluster.llmkube_shapes import API, inference_service, serving_deployment

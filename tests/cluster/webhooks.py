@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from modelseal.operator.webhook import make_self_signed
+from modelseal.operator.admission.webhook import make_self_signed
 from tests.cluster.kube import Kube, eventually
 from tests.cluster.operator_process import OperatorProcess, free_port
 from tests.cluster.overlays import Applied

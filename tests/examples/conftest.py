@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from modelseal.attest.private_keys import generate_key, write_key_pair
+from modelseal.attest.signing.private_keys import generate_key, write_key_pair
 from tests.conftest import TESTDATA
 from tests.examples.runner import Runner
 from tests.publish.fixtures import _need

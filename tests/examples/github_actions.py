@@ -155,6 +155,12 @@ class Workflow:
             "GITHUB_SHA": self.github["sha"],
             "GITHUB_REPOSITORY": self.github["repository"],
             "GITHUB_ACTOR": self.github["actor"],
+            # what GitHub sets for a push to main of .github/workflows/publish-model.yml
+            "GITHUB_REF": "refs/heads/main",
+            "GITHUB_WORKFLOW_REF": f"{self.github['repository']}/.github/workflows/publish-model.yml@refs/heads/main",
+            "GITHUB_SERVER_URL": "https://github.com",
+            "GITHUB_RUN_ID": "1234567890",
+            "GITHUB_RUN_ATTEMPT": "1",
             "RUNNER_TEMP": str(temp),
         }
         for key, value in (self.doc.get("env") or {}).items():

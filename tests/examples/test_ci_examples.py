@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from modelseal.attest.private_keys import generate_key, write_key_pair
+from modelseal.attest.signing.private_keys import generate_key, write_key_pair
 from tests.cli.conftest import Run
 from tests.conftest import TESTDATA
 from tests.examples.conftest import CI_USERS, CiWorld
@@ -104,6 +104,13 @@ def gitlab(ci: CiWorld, signing_key: str, public_key: str) -> Pipeline:
             "CI_JOB_TOKEN": token,
             "CI_COMMIT_SHA": COMMIT,
             "CI_COMMIT_SHORT_SHA": COMMIT[:8],
+            # what GitLab sets for a pipeline of the default branch
+            "CI_COMMIT_REF_NAME": "main",
+            "CI_DEFAULT_BRANCH": "main",
+            "CI_SERVER_URL": "https://gitlab.com",
+            "CI_PROJECT_URL": "https://gitlab.com/example-group/models",
+            "CI_CONFIG_PATH": ".gitlab-ci.yml",
+            "CI_JOB_URL": "https://gitlab.com/example-group/models/-/jobs/1234567890",
         },
         project=project,
     )
@@ -153,6 +160,18 @@ def test_the_recipe_publishes_a_signed_image_verifies_it_and_hands_it_on(
     assert doc["admitted"] is True and doc["digest"] == digest
     assert doc["signers"][0]["name"] == "modelseal CI"  # the issuer line of the key in the secret
     assert {f["path"]: f["sha256"] for f in doc["files"]} == SAMPLE_FILES
+
+    # and its admission policy: the signature, the run's provenance and the ML-BOM, each met
+    admission = json.loads((runs[recipe.consumer_job].workspace / "admission.json").read_text())
+    assert admission["admitted"] is True and admission["digest"] == digest, admission["message"]
+    assert [r["outcome"] for r in admission["requirements"]] == ["met", "met", "met"]
+    bom = json.loads((workspace / "bom.json").read_text())
+    assert {c["name"]: c["hashes"][0]["content"] for c in bom["components"]} == SAMPLE_FILES
+    provenance = json.loads(
+        base64.b64decode(json.loads((workspace / "provenance.dsse.json").read_text())["payload"])
+    )
+    dependency = provenance["predicate"]["buildDefinition"]["resolvedDependencies"][0]
+    assert dependency["digest"] == {"gitCommit": COMMIT}
 
     # and an independent reader agrees: the tag names that digest, the envelope verifies
     tag = cli("publish", "inspect", f"oci://{ci.host}/{recipe.repository}:{COMMIT}", "--json",

@@ -18,7 +18,7 @@ from tests.examples.runner import NotEmulatedError, Runner
 ROOT = Path(__file__).resolve().parents[2]
 GITHUB = ROOT / "examples" / "ci" / "github-actions.yml"
 GITLAB = ROOT / "examples" / "ci" / "gitlab-ci.yml"
-README = (ROOT / "README.md").read_text()
+README = (ROOT / "docs" / "ci.md").read_text()  # the CI recipes' page (once the README's "In CI")
 
 
 def github_doc() -> dict[Any, Any]:
@@ -57,7 +57,9 @@ def test_github_jobs_ask_for_the_least_they_need() -> None:
     signing = [
         s for job in jobs.values() for s in job["steps"] if "MODELSEAL_SIGNING_KEY" in (s.get("env") or {})
     ]
-    assert len(signing) == 1 and "modelseal publish" in signing[0]["run"]
+    # the publish step signs the image; the next attaches the provenance and the ML-BOM, signed
+    assert len(signing) == 2 and "modelseal publish" in signing[0]["run"]
+    assert signing[1]["run"].count("modelseal attest") == 2
 
 
 def test_github_actions_are_pinned_by_commit() -> None:

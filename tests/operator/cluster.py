@@ -22,8 +22,8 @@ CONFIGMAPS = "/api/v1/namespaces/default/configmaps"
 ENFORCE = OperatorSettings(mode=Mode.ENFORCE, trusted_keys=("default", "socair-trusted-keys"))
 
 
-def kmock_resource() -> Any:
-    return kmock.ResourceInfo(kind="Model", singular="model", namespaced=True,
+def kmock_resource(kind: str = "Model") -> Any:
+    return kmock.ResourceInfo(kind=kind, singular=kind.lower(), namespaced=True,
                               verbs={"get", "list", "watch", "create", "patch", "update", "delete"},
                               subresources={"status"})  # fmt: skip
 

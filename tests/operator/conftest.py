@@ -1,4 +1,4 @@
-"""kmock with the Model CRD, for the operator tests."""
+"""kmock with the Model and InferenceService CRDs, for the operator tests."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from modelseal.operator.settings import GROUP, PLURAL, VERSION
+from modelseal.operator.settings import GROUP, PLURAL, SERVICES, VERSION
 from tests.operator.cluster import Cluster, kmock_resource
 from tests.operator.emulator import RealisticEmulator
 
@@ -21,6 +21,7 @@ def kmock_options(kmock_options: dict[str, Any]) -> dict[str, Any]:
 def k8s(kmock: Any) -> Any:
     kmock.resources.load_bundled()
     kmock.resources[f"{GROUP}/{VERSION}/{PLURAL}"] = kmock_resource()
+    kmock.resources[f"{GROUP}/{VERSION}/{SERVICES}"] = kmock_resource("InferenceService")
     return kmock
 
 

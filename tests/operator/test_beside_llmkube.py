@@ -16,9 +16,9 @@ from typing import Any
 
 import httpx
 
-from modelseal.operator.admission import MODEL_LABEL
+from modelseal.operator.admission.decision import MODEL_LABEL
+from modelseal.operator.admission.webhook import make_self_signed
 from modelseal.operator.settings import StatusMode, WebhookSettings
-from modelseal.operator.webhook import make_self_signed
 from tests.operator.cluster import (
     CONFIGMAPS,
     ENFORCE,
@@ -125,7 +125,8 @@ def pod_review(model: str, uid: str = "r1") -> dict[str, Any]:
 
 
 def isvc_review(model: str, draft: str | None = None) -> dict[str, Any]:
-    spec = {"modelRef": model, **({"draftModelRef": draft} if draft else {})}
+    draft_ref = {"speculativeDecoding": {"type": "draft-simple", "draftModelRef": draft}} if draft else {}
+    spec = {"modelRef": model, **draft_ref}
     return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
             "request": {"uid": "r2", "kind": {"group": "inference.llmkube.dev", "version": "v1alpha1",
                                               "kind": "InferenceService"},
@@ -171,7 +172,10 @@ async def test_the_webhook_answers_from_the_running_operator(
         assert (await ask("/validate-pods", pod_review("nobody")))["allowed"] is False
         assert (await ask("/validate-inferenceservices", isvc_review("good")))["allowed"] is True
         draft = await ask("/validate-inferenceservices", isvc_review("good", "bad"))
-        assert draft["allowed"] is False and "spec.draftModelRef" in draft["status"]["message"]
+        assert (
+            draft["allowed"] is False
+            and "spec.speculativeDecoding.draftModelRef" in draft["status"]["message"]
+        )
         # a new generation is unknown until judged again
         await cluster.patch(f"{cluster.models}/good", {"spec": {"sha256": "0" * 64}})
         await cluster.wait("good", lambda m: (condition(m, OURS) or {}).get("observedGeneration") == 2

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from modelseal.attest.private_keys import generate_key
+from modelseal.attest.signing.private_keys import generate_key
 from modelseal.attest.verdict import Mode
 from modelseal.operator.settings import OperatorSettings
 from tests.operator.cluster import (
@@ -216,7 +216,7 @@ async def test_a_new_login_replaces_the_api_client() -> None:
     reconciler = Reconciler(ENFORCE)
     first = kopf.ConnectionInfo(server="https://old.example:6443", token="old-token")
     second = kopf.ConnectionInfo(server="https://new.example:6443", token="new-token")
-    from modelseal.operator.kube import KubeApi
+    from modelseal.operator.kube.api import KubeApi
 
     reconciler.use_api(KubeApi.from_connection_info(first))
     reconciler.use_api(KubeApi.from_connection_info(second))

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from modelseal.attest.private_keys import generate_key
+from modelseal.attest.signing.private_keys import generate_key
 from modelseal.errors import KeyFileError
-from modelseal.operator.gate import ConfigMapRead
-from modelseal.operator.kube import KubeApi
+from modelseal.operator.decide.gate import ConfigMapRead
+from modelseal.operator.kube.api import KubeApi
 from modelseal.operator.reconciler import Reconciler
 from tests.conftest import FIXTURE_NOW, FIXTURE_SHA256
 from tests.operator.cluster import ENFORCE, OPERATOR_PUB, socair_envelope

@@ -7,6 +7,7 @@ import pytest
 
 from modelseal.attest.verdict import Mode
 from modelseal.errors import UsageError
+from modelseal.operator.admission import webhook_limits
 from modelseal.operator.settings import OperatorSettings, parse_mode
 from tests.cli.conftest import Run
 
@@ -101,6 +102,20 @@ def test_registry_and_publisher_flags(tmp_path: Path) -> None:
         (["--discover-image-attestations"], "--discover-image-attestations needs --model-attestation warn or enforce"),
         (["--model-attestation=enforce", "--model-attestation-trusted-keys=a/b", "--publisher-signing-key-secret=a/b"],
          "--publisher-signing-key-secret a/b names the trusted keys ConfigMap"),  # trusted keys as the publisher's
+        (["--admission-webhook-deadline=10s"], "--admission-webhook-deadline needs --admission-webhook"),
+        (["--admission-webhook-max-connections=5"], "--admission-webhook-max-connections needs --admission-webhook"),
+        (["--admission-webhook=127.0.0.1:9443", "--admission-webhook-deadline=500ms"],
+         "--admission-webhook-deadline '500ms': give a duration from 1s to 60s"),
+        (["--admission-webhook=127.0.0.1:9443", "--admission-webhook-deadline=2m"], "from 1s to 60s"),
+        (["--admission-webhook=127.0.0.1:9443", "--admission-webhook-deadline=soon"],
+         "--admission-webhook-deadline: invalid duration"),
+        (["--admission-webhook=127.0.0.1:9443", "--admission-webhook-max-connections=0"],
+         "--admission-webhook-max-connections 0: give a number from 1 to 4096"),
+        (["--admission-webhook=127.0.0.1:9443", "--admission-webhook-max-connections=many"], "invalid int value"),
+        (["--admission-webhook=127.0.0.1:9443", "--admission-webhook-max-body=1Gi"],
+         "--admission-webhook-max-body '1Gi': give a size from 16Ki to 3Mi"),
+        (["--admission-webhook=127.0.0.1:9443", "--admission-webhook-max-body=\uff11Mi"], "give a size from 16Ki"),
+        (["--admission-webhook=127.0.0.1:9443", "--admission-webhook-max-body=-1"], "give a size from 16Ki"),
     ],
 )  # fmt: skip
 def test_operator_run_flag_errors(cli: Run, flags: list[str], message: str) -> None:
@@ -117,3 +132,30 @@ def test_image_attestation_flags() -> None:
     assert not signing.discover_image_attestations  # the publisher's keys only: see attached_gate
     discover = OperatorSettings.from_flags(mode="warn", trusted_keys="a/b", discover_image_attestations=True)
     assert discover.discovers and discover.publisher_signing is None
+
+
+def test_webhook_limit_flags() -> None:
+    default = OperatorSettings.from_flags(mode="off", admission_webhook="0.0.0.0:9443").webhook
+    assert default is not None and default.deadline == webhook_limits.DEADLINE
+    assert (default.max_connections, default.max_body) == (
+        webhook_limits.MAX_CONNECTIONS,
+        webhook_limits.MAX_BODY,
+    )
+    given = OperatorSettings.from_flags(
+        mode="off", admission_webhook="0.0.0.0:9443", admission_webhook_deadline="5s",
+        admission_webhook_max_connections=300, admission_webhook_max_body="1Mi",
+    ).webhook  # fmt: skip
+    assert given is not None and given.deadline == timedelta(seconds=5)
+    assert (given.max_connections, given.max_body) == (300, 1024 * 1024)
+    assert OperatorSettings.from_flags(mode="off").webhook is None
+
+
+def test_unattested_weight_paths_are_refused_unless_the_flag_allows_them() -> None:
+    base = {"mode": "enforce", "trusted_keys": "ns/keys", "admission_webhook": "127.0.0.1:9443"}
+    assert OperatorSettings.from_flags(**base).allow_unattested_weight_paths is False  # type: ignore[arg-type]
+    allowed = OperatorSettings.from_flags(**base, allow_unattested_weight_paths=True)  # type: ignore[arg-type]
+    assert allowed.allow_unattested_weight_paths is True
+    with pytest.raises(UsageError, match="--allow-unattested-weight-paths needs --admission-webhook"):
+        OperatorSettings.from_flags(
+            mode="enforce", trusted_keys="ns/keys", allow_unattested_weight_paths=True
+        )

@@ -11,12 +11,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from modelseal.publish import layout
-from modelseal.publish.auth import Credentials
-from modelseal.publish.publisher import PublishResult, StagedFile, publish
-from modelseal.publish.reference import parse_reference
-from modelseal.publish.referrers import ARTIFACT_TYPE, Subject, artifact_manifest, referrers_tag
-from modelseal.publish.registry import RegistryClient
+from modelseal.publish.image import layout
+from modelseal.publish.image.publisher import PublishResult, StagedFile, publish
+from modelseal.publish.referrers.store import ARTIFACT_TYPE, Subject, artifact_manifest, referrers_tag
+from modelseal.publish.registry.auth import Credentials
+from modelseal.publish.registry.client import RegistryClient
+from modelseal.publish.registry.reference import parse_reference
 
 
 def docker_config(path: Path, host: str, user: str, password: str) -> Path:

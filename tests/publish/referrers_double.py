@@ -4,7 +4,9 @@ Every request goes on to the real registry (which stores everything); the
 front remembers each manifest pushed with a ``subject``, answers its push with
 ``OCI-Subject`` as a registry with the API does, and serves
 ``GET /v2/<name>/referrers/<digest>`` (``artifactType`` filter, pages of
-``page_size`` linked by ``Link: <...>; rel="next"``).
+``page_size`` linked by ``Link: <...>; rel="next"``), each descriptor with
+the manifest's ``artifactType`` and ``annotations`` as the distribution spec
+says it must.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ class ReferrersFront:
         self.referrers: dict[tuple[str, str], list[dict[str, Any]]] = {}
         self.listed: list[str] = []  # referrers API requests seen
         self.extra: list[dict[str, Any]] = []  # descriptors every listing also returns (a hostile registry)
+        self.before: list[dict[str, Any]] = []  # and those it lists first (pushed earlier)
         front = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -79,7 +82,9 @@ class ReferrersFront:
                     return
                 front.listed.append(self.path)
                 query = urllib.parse.parse_qs(parts.query)
-                found = front.referrers.get((m.group("name"), m.group("digest")), []) + front.extra
+                found = (
+                    front.before + front.referrers.get((m.group("name"), m.group("digest")), []) + front.extra
+                )
                 kind = query.get("artifactType", [None])[0]
                 if kind:
                     found = [d for d in found if d.get("artifactType") == kind]
@@ -131,6 +136,8 @@ class ReferrersFront:
                       "digest": "sha256:" + hashlib.sha256(body).hexdigest(), "size": len(body)}  # fmt: skip
         if manifest.get("artifactType"):
             descriptor["artifactType"] = manifest["artifactType"]
+        if manifest.get("annotations"):
+            descriptor["annotations"] = manifest["annotations"]
         known = self.referrers.setdefault((name, subject["digest"]), [])
         if descriptor not in known:
             known.append(descriptor)

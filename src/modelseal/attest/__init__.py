@@ -11,14 +11,26 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from modelseal.attest.digest import DirectoryDigest, FileDigest, digest_path, modeldir_digest, sha256_file
-    from modelseal.attest.envelope import Envelope, pae, parse_envelope
-    from modelseal.attest.keys import Keyring, PublicKey, load_public_key
-    from modelseal.attest.policy import TrustPolicy, load_policy, parse_policy
-    from modelseal.attest.private_keys import SigningKey, generate_key, load_signing_key, write_key_pair
-    from modelseal.attest.sign import make_statement, sign_payload, sign_report
+    from modelseal.attest.digests.digest import (
+        DirectoryDigest,
+        FileDigest,
+        digest_path,
+        modeldir_digest,
+        sha256_file,
+    )
+    from modelseal.attest.dsse.envelope import Envelope, pae, parse_envelope
+    from modelseal.attest.dsse.keys import Keyring, PublicKey, load_public_key
+    from modelseal.attest.policy.policy_file import load_policy, parse_policy
+    from modelseal.attest.policy.trust import TrustPolicy
+    from modelseal.attest.signing.private_keys import (
+        SigningKey,
+        generate_key,
+        load_signing_key,
+        write_key_pair,
+    )
+    from modelseal.attest.signing.sign import make_statement, sign_payload, sign_report
+    from modelseal.attest.socair.verifier import ExpectedDigest, evaluate
     from modelseal.attest.verdict import Mode, Reason, Signer, Verdict
-    from modelseal.attest.verifier import ExpectedDigest, evaluate
 
 __all__ = [
     "DirectoryDigest",
@@ -53,33 +65,33 @@ __all__ = [
 # Imported on first use (PEP 562), so that `modelseal digest` does not pay for
 # pydantic and cryptography at start-up.
 _HOMES = {
-    "DirectoryDigest": "digest",
-    "FileDigest": "digest",
-    "digest_path": "digest",
-    "modeldir_digest": "digest",
-    "sha256_file": "digest",
-    "Envelope": "envelope",
-    "pae": "envelope",
-    "parse_envelope": "envelope",
-    "Keyring": "keys",
-    "PublicKey": "keys",
-    "load_public_key": "keys",
-    "TrustPolicy": "policy",
-    "load_policy": "policy",
-    "parse_policy": "policy",
-    "SigningKey": "private_keys",
-    "generate_key": "private_keys",
-    "load_signing_key": "private_keys",
-    "write_key_pair": "private_keys",
-    "make_statement": "sign",
-    "sign_payload": "sign",
-    "sign_report": "sign",
+    "DirectoryDigest": "digests.digest",
+    "FileDigest": "digests.digest",
+    "digest_path": "digests.digest",
+    "modeldir_digest": "digests.digest",
+    "sha256_file": "digests.digest",
+    "Envelope": "dsse.envelope",
+    "pae": "dsse.envelope",
+    "parse_envelope": "dsse.envelope",
+    "Keyring": "dsse.keys",
+    "PublicKey": "dsse.keys",
+    "load_public_key": "dsse.keys",
+    "TrustPolicy": "policy.trust",
+    "load_policy": "policy.policy_file",
+    "parse_policy": "policy.policy_file",
+    "SigningKey": "signing.private_keys",
+    "generate_key": "signing.private_keys",
+    "load_signing_key": "signing.private_keys",
+    "write_key_pair": "signing.private_keys",
+    "make_statement": "signing.sign",
+    "sign_payload": "signing.sign",
+    "sign_report": "signing.sign",
     "Mode": "verdict",
     "Reason": "verdict",
     "Signer": "verdict",
     "Verdict": "verdict",
-    "ExpectedDigest": "verifier",
-    "evaluate": "verifier",
+    "ExpectedDigest": "socair.verifier",
+    "evaluate": "socair.verifier",
 }
 
 

@@ -68,6 +68,8 @@ class Reason(StrEnum):
     TOO_OLD = "too_old"
     ISSUED_TIME_INVALID = "issued_time_invalid"
     ISSUED_IN_FUTURE = "issued_in_future"
+    # An admission policy: one of its requirements is not met.
+    REQUIREMENT_NOT_MET = "requirement_not_met"
     # Reading the inputs.
     INPUT_UNREADABLE = "input_unreadable"
 

@@ -1,6 +1,7 @@
 """The ``modelseal`` command. The only place that prints or exits.
 
-Exit codes: 0 success (for ``verify``: verified and admitted, or refused in
+Exit codes: 0 success (and help: ``modelseal`` or a group such as ``modelseal operator``
+alone prints its help to stdout); for ``verify``: verified and admitted, or refused in
 warn mode); 1 refused, failed verification or bad input; 2 usage error;
 3 operational failure (I/O, network, registry) or an internal error (a bug:
 one line, no traceback). ``verify`` follows socair and uses 1 for every
@@ -23,6 +24,7 @@ sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
 from modelseal import __version__  # noqa: E402 - after the line above, before anything imports httpx
 from modelseal.cli import (  # noqa: E402
     attest_commands,
+    bom_commands,
     operator_commands,
     publish_commands,
     stage_commands,
@@ -49,8 +51,13 @@ class _Parser(argparse.ArgumentParser):
         # a mistyped command lists the commands a user can type, not the hidden ones
         choices = action.choices
         if isinstance(action, argparse._SubParsersAction) and choices is not None and value not in choices:
-            shown = ", ".join(repr(c) for c in choices if c not in _HIDDEN_COMMANDS)
-            raise argparse.ArgumentError(action, f"invalid choice: {value!r} (choose from {shown})")
+            import difflib  # only for a mistyped command
+
+            shown = [c for c in choices if c not in _HIDDEN_COMMANDS]
+            close = difflib.get_close_matches(str(value), shown, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            listed = ", ".join(repr(c) for c in shown)
+            raise argparse.ArgumentError(action, f"invalid choice: {value!r}{hint} (choose from {listed})")
         super()._check_value(action, value)
 
 
@@ -90,11 +97,43 @@ def build_parser() -> argparse.ArgumentParser:
     attest_commands.register(commands)
     verify_commands.register(commands)
     attest_commands.register_digest(commands)
+    bom_commands.register(commands)
     publish_commands.register(commands)
     stage_commands.register_stage(commands)
     operator_commands.register(commands)
     _finish(parser)
     return parser
+
+
+#: what the top level takes before a command
+_TOP_LEVEL_FLAGS = frozenset({"-h", "--help", "--version", "-v", "--verbose"})
+
+
+def _flags_before_the_command(parser: argparse.ArgumentParser, before: list[str], rest: list[str]) -> None:
+    """A command's flag given before the command (``modelseal --trusted k verify ...``) is
+    named as such, rather than its value being read as an unknown command."""
+    flag = next((a for a in before if a.split("=", 1)[0] not in _TOP_LEVEL_FLAGS), None)
+    if flag is None:
+        return
+    name = flag.split("=", 1)[0]
+    commands = _subcommands(parser)
+    command = next((a for a in rest if a in commands and a not in _HIDDEN_COMMANDS), None)
+    if command is None:
+        raise UsageError(
+            f"unrecognized option {name} (a command's options go after it: modelseal COMMAND --help)"
+        )
+    raise UsageError(f"{name} goes after the command: modelseal {command} {name} ...")
+
+
+def _unpinned(message: str, argv: Sequence[str]) -> str:
+    """``message`` with every argument that carries a PIN (``pin-value=`` in a signer URI given where
+    no ``--key`` is taken, so argparse quotes it back) cut to the form a message may show."""
+    from modelseal.attest.signing.signer_uris import pin_attributes, shown
+
+    for arg in sorted(argv, key=len, reverse=True):
+        if pin_attributes(arg):
+            message = message.replace(printable(arg), shown(arg) + "...")
+    return message
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -107,6 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args_list[at : at + 2] = ["publish-inspect"]
     command = args_list[at] if at < len(args_list) else None
     try:
+        _flags_before_the_command(parser, args_list[:at], args_list[at:])
         args = parser.parse_args(args_list)
         logging.basicConfig(
             level=logging.DEBUG if args.verbose else logging.WARNING,
@@ -115,19 +155,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         # httpx logs whole URLs, and a signed download URL carries its credential in the query
         for noisy in ("httpx", "httpcore"):
             logging.getLogger(noisy).setLevel(logging.WARNING)
+        # securesystemslib logs a failed KMS call with the service's own text (and the key's name):
+        # a signer's failure is modelseal's one line naming its type
+        logging.getLogger("securesystemslib").setLevel(logging.DEBUG if args.verbose else logging.CRITICAL)
         handler = getattr(args, "handler", None)
-        if handler is None:  # `modelseal` or a group such as `modelseal key`: its help
-            _subcommands(parser).get(args.command or "", parser).print_help(sys.stderr)
-            return 2
+        if handler is None:  # `modelseal` or a group such as `modelseal operator`: its help, asked for
+            _subcommands(parser).get(args.command or "", parser).print_help(sys.stdout)
+            return 0
         code: int = handler(args)
         return code
     except UsageError as e:
-        print(f"error: {printable(str(e))}", file=sys.stderr)
+        print(f"error: {_unpinned(printable(str(e)), args_list)}", file=sys.stderr)
         if e.usage:
             print(e.usage, file=sys.stderr)
         return 2
     except Error as e:
-        print(f"error: {printable(str(e))}", file=sys.stderr)
+        print(f"error: {_unpinned(printable(str(e)), args_list)}", file=sys.stderr)
         return 1 if command == "verify" else e.exit_code
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)

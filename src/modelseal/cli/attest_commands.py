@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -12,18 +13,21 @@ from typing import TYPE_CHECKING, Any
 from modelseal.cli import bundle_commands
 from modelseal.cli.image_commands import attest_image, is_image
 from modelseal.cli.progress import ProgressBar
-from modelseal.cli.publish_commands import registry_options
+from modelseal.cli.registry_access import registry_options
 from modelseal.errors import InputError, KeyFileError, UsageError
 from modelseal.files import read_limited, write_atomic
 from modelseal.text import printable
 
 if TYPE_CHECKING:
-    from modelseal.attest.digest import DirectoryDigest
+    from modelseal.attest.digests.digest import DirectoryDigest
 
 # Commands import what they use when they run, so that `modelseal digest`
 # starts without loading pydantic and the crypto bindings.
 
-__all__ = ["hash_path", "register", "register_digest", "skipped_json"]
+#: a predicate type to show in advice: a URI of the user's own naming what they attest
+EXAMPLE_PREDICATE_TYPE = "https://example.com/model-review/v1"
+
+__all__ = ["EXAMPLE_PREDICATE_TYPE", "hash_path", "register", "register_digest", "skipped_json"]
 
 
 def register(commands: Any) -> None:
@@ -65,12 +69,20 @@ def register(commands: Any) -> None:
     attest.add_argument(
         "--predicate-type",
         metavar="URI",
-        help="required for files (verify then needs the same --predicate-type); an image's lists its files",
+        help="required for files: a URI naming what you attest (e.g. https://example.com/model-review/v1);"
+        " verify then needs the same --predicate-type. An image's lists its files",
     )
     attest.add_argument("--predicate", metavar="FILE", help="predicate JSON object (default {})")
     attest.add_argument("--out", help="write the envelope here (default: stdout)")
     attest.add_argument(
         "--attach", action="store_true", help="for an image: push the envelope beside it as an OCI referrer"
+    )
+    attest.add_argument(
+        "--bundle",
+        action="store_true",
+        help="for an image: a Sigstore bundle (v0.3, one key, no transparency log) rather than a bare"
+        " envelope; --attach pushes it as cosign does (artifactType"
+        " application/vnd.dev.sigstore.bundle.v0.3+json)",
     )
     registry_options(attest)
     attest.set_defaults(handler=attest_cmd)
@@ -87,7 +99,7 @@ def register_digest(commands: Any) -> None:
 
 def key_gen(args: argparse.Namespace) -> int:
     """``modelseal key gen``."""
-    from modelseal.attest.private_keys import generate_key, valid_issuer, write_key_pair
+    from modelseal.attest.signing.private_keys import generate_key, valid_issuer, write_key_pair
 
     if args.issuer is not None:
         valid_issuer(args.issuer)
@@ -105,7 +117,7 @@ def key_gen(args: argparse.Namespace) -> int:
 
 def hash_path(path: str, jobs: int | None = None) -> tuple[str, DirectoryDigest | None]:
     """Hash a file or directory; for a directory, say on stderr what socair's rules left out."""
-    from modelseal.attest.digest import digest_path, total_size
+    from modelseal.attest.digests.digest import digest_path, total_size
 
     total = total_size(path) if ProgressBar.wanted() else 0  # sizing a directory walks it once more
     with ProgressBar(f"hashing {printable(Path(path).name)}", total) as bar:
@@ -121,18 +133,25 @@ def skipped_json(directory: DirectoryDigest | None) -> dict[str, Any]:
 
 def sign_cmd(args: argparse.Namespace) -> int:
     """``modelseal sign``."""
-    from modelseal.attest import gojson
-    from modelseal.attest.envelope import MAX_ENVELOPE_BYTES
-    from modelseal.attest.sign import sign_report
-    from modelseal.attest.signers import load_signer
+    from modelseal.attest.dsse import gojson
+    from modelseal.attest.dsse.envelope import MAX_ENVELOPE_BYTES
+    from modelseal.attest.signing.sign import sign_report
+    from modelseal.attest.signing.signer_uris import shown
+    from modelseal.attest.signing.signers import load_signer
 
     if args.format == "oms":
         return bundle_commands.sign_oms(args)
     if args.report is None or args.model is not None:
-        raise UsageError("sign a report with --report FILE, or a model with --format oms MODEL")
+        model = shlex.quote(args.model) if args.model is not None else "MODEL"
+        raise UsageError(
+            "sign signs a Socair report (--report FILE) or an OMS bundle (--format oms MODEL);"
+            " to attest your own model without socair: modelseal attest --key"
+            f" {shlex.quote(args.key)} --predicate-type {EXAMPLE_PREDICATE_TYPE}"
+            f" --out model.dsse.json {model}"
+        )
     key = load_signer(args.key)
-    if key.public.algorithm != "ed25519":
-        raise KeyFileError(f"{args.key} is not an Ed25519 key")
+    if key.public.algorithm != "ed25519":  # the key as shown: a URI's query is never repeated
+        raise KeyFileError(f"{shown(args.key)} is not an Ed25519 key")
     data = read_limited(args.report, MAX_ENVELOPE_BYTES, what="report")
     try:
         report = gojson.loads(data)
@@ -151,15 +170,21 @@ def sign_cmd(args: argparse.Namespace) -> int:
 
 def attest_cmd(args: argparse.Namespace) -> int:
     """``modelseal attest``."""
-    from modelseal.attest import gojson
-    from modelseal.attest.envelope import MAX_ENVELOPE_BYTES
-    from modelseal.attest.sign import make_statement, sign_payload
-    from modelseal.attest.signers import load_signer
+    from modelseal.attest.dsse import gojson
+    from modelseal.attest.dsse.envelope import MAX_ENVELOPE_BYTES
+    from modelseal.attest.signing.sign import make_statement, sign_payload
+    from modelseal.attest.signing.signers import load_signer
 
-    if not any(is_image(p) for p in args.paths) and (args.attach or not args.predicate_type):
+    if not any(is_image(p) for p in args.paths) and (args.attach or args.bundle or not args.predicate_type):
+        flag = "--attach" if args.attach else "--bundle" if args.bundle else None
         raise UsageError(
-            "--attach is for an image (oci://...)" if args.attach else "files need --predicate-type"
+            f"{flag} is for an image (oci://...)"
+            if flag
+            else "files need --predicate-type URI, a URI naming what you attest (for example"
+            f" --predicate-type {EXAMPLE_PREDICATE_TYPE}); verify then takes the same one"
         )
+    if args.bundle and len(args.key) != 1:
+        raise UsageError("--bundle: a Sigstore bundle carries one signature; give one --key")
     keys = [load_signer(k) for k in args.key]
     predicate: Any = {}
     if args.predicate:
@@ -171,9 +196,15 @@ def attest_cmd(args: argparse.Namespace) -> int:
             raise InputError(f"predicate {args.predicate} is not a JSON object")
     if any(is_image(p) for p in args.paths):
         return attest_image(args, keys, predicate if args.predicate else None)
-    subjects = [(Path(p).resolve().name, hash_path(p)[0]) for p in args.paths]
+    subjects: list[tuple[str, str]] = []
+    files: dict[str, dict[str, str]] = {}
+    for p in args.paths:
+        name, (digest, directory) = Path(p).resolve().name, hash_path(p)
+        subjects.append((name, digest))
+        if directory is not None:
+            files[name] = {f.path: f.sha256 for f in directory.files}
     try:
-        statement = make_statement(subjects, args.predicate_type, predicate)
+        statement = make_statement(subjects, args.predicate_type, predicate, files=files)
     except gojson.JSONFormatError as e:  # a --predicate-type or path that is not UTF-8
         raise InputError(f"cannot encode the statement: {e}") from None
     envelope = sign_payload(statement, keys)

@@ -18,9 +18,9 @@ from modelseal.files import write_atomic
 from modelseal.text import printable
 
 if TYPE_CHECKING:
-    from modelseal.attest.digest import DirectoryDigest
-    from modelseal.attest.keys import PublicKey
-    from modelseal.attest.policy import TrustPolicy
+    from modelseal.attest.digests.digest import DirectoryDigest
+    from modelseal.attest.dsse.keys import PublicKey
+    from modelseal.attest.policy.trust import TrustPolicy
     from modelseal.attest.verdict import Verdict
 
 __all__ = [
@@ -88,9 +88,9 @@ def add_verify_flags(verify: argparse.ArgumentParser) -> None:
 
 def sign_oms(args: argparse.Namespace) -> int:
     """``modelseal sign --format oms``: write an OpenSSF Model Signing bundle."""
-    from modelseal.attest.oms import canonical_path
-    from modelseal.attest.oms_sign import sign_model
-    from modelseal.attest.signers import load_signer
+    from modelseal.attest.bundles.oms import canonical_path
+    from modelseal.attest.bundles.oms_sign import sign_model
+    from modelseal.attest.signing.signers import load_signer
     from modelseal.errors import VerificationError
 
     if args.model is None or args.report is not None:
@@ -128,7 +128,7 @@ def signing_chain(args: argparse.Namespace, public: PublicKey) -> tuple[bytes, .
     """The certificate method's chain as DER, the signing certificate first; it must hold the key."""
     from cryptography.hazmat.primitives import serialization
 
-    from modelseal.attest.certificates import load_certificates
+    from modelseal.attest.bundles.certificates import load_certificates
 
     leaf = load_certificates([args.signing_certificate])[0]
     spki = serialization.PublicFormat.SubjectPublicKeyInfo
@@ -165,8 +165,8 @@ def with_flag_authorities(args: argparse.Namespace, policy: TrustPolicy) -> Trus
     import re
     from dataclasses import replace
 
-    from modelseal.attest.authorities import CertificateTrust, IdentityRule
-    from modelseal.attest.certificates import load_certificates
+    from modelseal.attest.bundles.certificates import load_certificates
+    from modelseal.attest.policy.authorities import CertificateTrust, IdentityRule
 
     root = _trusted_root(args.trusted_root) if args.trusted_root is not None else None
     if args.certificate_chain:
@@ -204,7 +204,7 @@ def _trusted_root(path: str) -> tuple[bytes, str]:
     Raises:
         KeyFileError: unreadable, oversized, or not a trusted root.
     """
-    from modelseal.attest.keyless import MAX_TRUSTED_ROOT_BYTES, root_verifier
+    from modelseal.attest.bundles.keyless import MAX_TRUSTED_ROOT_BYTES, root_verifier
     from modelseal.errors import InputError
     from modelseal.files import read_limited
 
@@ -230,9 +230,9 @@ def verify_bundle(
     """
     from dataclasses import replace
 
-    from modelseal.attest.bundle_verifier import ModelBinding, evaluate_bundle, names_oms
-    from modelseal.attest.oms import PREDICATE_TYPE
-    from modelseal.attest.verifier import ExpectedDigest
+    from modelseal.attest.bundles.oms import PREDICATE_TYPE
+    from modelseal.attest.bundles.verifier import ModelBinding, evaluate_bundle, names_oms
+    from modelseal.attest.socair.verifier import ExpectedDigest
 
     if not args.policy and names_oms(data) and PREDICATE_TYPE not in policy.predicate_types:
         policy = replace(policy, predicate_types=(*policy.predicate_types, PREDICATE_TYPE))

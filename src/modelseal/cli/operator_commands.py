@@ -49,7 +49,10 @@ def register(commands: Any) -> None:
     run.add_argument("--model-attestation-max-age", default="0", metavar="DURATION",
                      help="refuse attestations issued longer ago (e.g. 2160h); 0 disables")  # fmt: skip
     run.add_argument(
-        "--model-attestation-policy", metavar="FILE", help="a trust-policy file (modelseal's own)"
+        "--model-attestation-policy",
+        metavar="FILE|NS/NAME",
+        help="a TrustPolicy or AdmissionPolicy file, or the ConfigMap whose policy.yaml is an AdmissionPolicy"
+        " (NAMESPACE/NAME)",
     )
     run.add_argument("--recheck-interval", default="10m", metavar="DURATION",
                      help="re-verify admitted Models this often (default 10m)")  # fmt: skip
@@ -74,6 +77,12 @@ def register(commands: Any) -> None:
     run.add_argument("--admission-webhook-cert", metavar="FILE", help="the webhook's certificate (PEM)")
     run.add_argument("--admission-webhook-key", metavar="FILE",
                      help="its key (PEM); without both, a self-signed one is made at start")  # fmt: skip
+    run.add_argument("--admission-webhook-deadline", metavar="DURATION",
+                     help="a request's handshake, headers and body come in this (default 10s)")  # fmt: skip
+    run.add_argument("--admission-webhook-max-connections", type=int, metavar="N",
+                     help="connections held at once (default 128); more wait or replace stalled")  # fmt: skip
+    run.add_argument("--admission-webhook-max-body", metavar="SIZE",
+                     help="the largest AdmissionReview accepted (default 256Ki)")  # fmt: skip
     run.add_argument("--evict-on-revoke", action="store_true",
                      help="enforce: evict the running Pods of a Model that turns refused")  # fmt: skip
     run.add_argument("--allow-plain-http-sources", action="store_true",
@@ -84,10 +93,27 @@ def register(commands: Any) -> None:
     run.add_argument("--discover-image-attestations", action="store_true",
                      help="admit a pinned oci:// Model without spec.attestation by an attestation attached"
                      " to its image")  # fmt: skip
+    run.add_argument("--allow-unattested-weight-paths", action="store_true",
+                     help="the webhook admits weights no Model attests (LoRA and draft paths, volumes,"
+                     " LoRAAdapters) with a warning; enforce refuses them without it")  # fmt: skip
     run.add_argument("--metrics-port", type=int, default=8080, metavar="PORT", help="/metrics port (0: off)")
     run.add_argument("--liveness", default="http://0.0.0.0:8081/healthz", metavar="URL",
                      help="kopf's liveness endpoint ('' to disable)")  # fmt: skip
     run.set_defaults(handler=run_cmd)
+
+
+def install_hint() -> str:
+    """How to add the operator's extra here: from the source tree this modelseal runs from, or
+    beside an installed wheel (modelseal is not published on PyPI, so ``modelseal[operator]`` is
+    no package pip can find)."""
+    from pathlib import Path
+
+    import modelseal
+
+    root = Path(modelseal.__file__).resolve().parents[2]
+    if (root / "pyproject.toml").is_file() and (root / "src" / "modelseal").is_dir():
+        return f"pip install '{root}[operator]' (in a source tree: pip install '.[operator]')"
+    return "pip install kopf prometheus-client into the environment modelseal is installed in"
 
 
 def run_cmd(args: argparse.Namespace) -> int:
@@ -101,7 +127,7 @@ def run_cmd(args: argparse.Namespace) -> int:
         from modelseal.operator.settings import OperatorSettings
     except ImportError as e:  # an environment problem, not a usage one: exit 3
         raise OperationalError(
-            f"the operator needs its extra: pip install 'modelseal[operator]' ({e.name} is missing)"
+            f"the operator needs its extra ({e.name} is missing): {install_hint()}"
         ) from None
     settings = OperatorSettings.from_flags(
         mode=args.model_attestation,
@@ -119,24 +145,28 @@ def run_cmd(args: argparse.Namespace) -> int:
         admission_webhook=args.admission_webhook,
         admission_webhook_cert=args.admission_webhook_cert,
         admission_webhook_key=args.admission_webhook_key,
+        admission_webhook_deadline=args.admission_webhook_deadline,
+        admission_webhook_max_connections=args.admission_webhook_max_connections,
+        admission_webhook_max_body=args.admission_webhook_max_body,
         evict_on_revoke=args.evict_on_revoke,
         allow_plain_http_sources=args.allow_plain_http_sources,
         publisher_signing_key_secret=args.publisher_signing_key_secret,
         discover_image_attestations=args.discover_image_attestations,
+        allow_unattested_weight_paths=args.allow_unattested_weight_paths,
     )
     if not 0 <= args.metrics_port <= 65535:
         raise UsageError("--metrics-port must be between 0 and 65535")
-    from modelseal.operator.cluster_access import find_cluster
+    from modelseal.operator.kube.cluster_access import find_cluster
 
     cluster = find_cluster()  # before kopf, whose login would log tracebacks and retry
     logging.getLogger("modelseal").setLevel(logging.INFO)
     logging.info("logging in with %s", cluster)
     logging.info(
         "model attestation policy: mode=%s trustedKeys=%s allowConditions=%s maxAge=%s modelStatus=%s"
-        " publisherSigning=%s discoverImageAttestations=%s",
+        " publisherSigning=%s discoverImageAttestations=%s allowUnattestedWeightPaths=%s",
         settings.mode.value, settings.trusted_keys_ref, settings.allow_conditions, settings.max_age,
         settings.model_status.value, "/".join(settings.publisher_signing or ()) or "off",
-        settings.discover_image_attestations,
+        settings.discover_image_attestations, settings.allow_unattested_weight_paths,
     )  # fmt: skip
     metrics = OperatorMetrics()
     if args.metrics_port:

@@ -11,47 +11,31 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from modelseal.cli.progress import ProgressBar, human_bytes
+from modelseal.cli.registry_access import registry_client, registry_options
 from modelseal.cli.result_file import write_result
-from modelseal.errors import OperationalError, UsageError
+from modelseal.errors import InputError, OperationalError, UsageError
 from modelseal.files import write_atomic
 from modelseal.text import printable
 
 if TYPE_CHECKING:
-    from modelseal.attest.signers import KeySigner
-    from modelseal.attest.walk import ModelDir
+    from modelseal.attest.digests.walk import ModelDir
+    from modelseal.attest.signing.signers import KeySigner
+    from modelseal.publish.image.modelpack import ModelPackShape
 
-__all__ = ["register", "registry_options", "say"]
+__all__ = ["register"]
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
-
-
-def registry_options(parser: argparse.ArgumentParser) -> None:
-    """The registry flags every command that talks to a registry takes."""
-    # one spelling per concept across commands (operator run's); the older ones stay as hidden aliases
-    parser.add_argument(
-        "--registry-config",
-        dest="docker_config",
-        metavar="PATH",
-        help="docker config.json with the registry's credentials, or a directory holding one",
-    )
-    parser.add_argument("--docker-config", dest="docker_config", help=argparse.SUPPRESS)
-    parser.add_argument("--plain-http", action="store_true", help="talk HTTP, not HTTPS (local registries)")
-    parser.add_argument(
-        "--registry-ca-file",
-        dest="ca_file",
-        metavar="PEM",
-        help="trust the registry's certificate from this CA bundle",
-    )
-    parser.add_argument("--ca-file", dest="ca_file", help=argparse.SUPPRESS)
 
 
 def register(commands: Any) -> None:
     """Add the publish commands to the ``modelseal`` parser."""
     pub = commands.add_parser(
         "publish",
-        help="push model files as an ImageVolume-mountable OCI image (publish inspect reads one)",
-        description="Push model files as one OCI image (one tar layer per file, files at the image root). "
-        "Also: modelseal publish inspect oci://REGISTRY/REPO@sha256:...",
+        help="push model files as an ImageVolume-mountable OCI image or a ModelPack artifact"
+        " (publish inspect reads either)",
+        description="Push model files as one OCI image (one tar layer per file, files at the image root),"
+        " or with --format modelpack as a CNCF ModelPack v1 artifact (one layer per file, typed by its"
+        " role). Also: modelseal publish inspect oci://REGISTRY/REPO@sha256:...",
     )
     pub.add_argument("files", nargs="*", metavar="FILE", help="LOCAL, or IMAGE/PATH=LOCAL")
     pub.add_argument("--image", required=True, metavar="REGISTRY/REPO:TAG", help="where to publish")
@@ -64,6 +48,27 @@ def register(commands: Any) -> None:
     pub.add_argument("--primary", metavar="PATH", help="the primary file's image path (listed first)")
     pub.add_argument("--source", metavar="URL", help="where the files came from (an image annotation)")
     pub.add_argument("--platform", default="linux/amd64", metavar="OS/ARCH", help="default: linux/amd64")
+    pub.add_argument(
+        "--format",
+        choices=("image", "modelpack"),
+        default="image",
+        help="image: ImageVolume-mountable image (containerd, CRI-O); modelpack: CNCF ModelPack v1"
+        " artifact (CRI-O, modctl, KitOps, Harbor, Dragonfly). Default: image",
+    )
+    pub.add_argument(
+        "--layers",
+        choices=("tar", "raw"),
+        help="with --format modelpack: tar (default) or raw (each layer the file itself, its digest"
+        " the file's SHA-256)",
+    )
+    pub.add_argument(
+        "--role",
+        action="append",
+        metavar="PATH=ROLE",
+        help="with --format modelpack: the role of a file (weight, weight.config, doc, code, dataset)"
+        " rather than the one its name gives",
+    )
+    pub.add_argument("--model-name", metavar="NAME", help="with --format modelpack: the config's name")
     pub.add_argument(
         "--reuse-from", action="append", metavar="REF", help="an earlier image whose layers to reuse"
     )
@@ -98,7 +103,8 @@ def register(commands: Any) -> None:
         "--sha256",
         dest="expect_sha256",
         metavar="HEX",
-        help="fail (exit 1) unless the primary file's bytes have this digest (reads every layer once)",
+        help="fail (exit 1) unless the primary file's bytes have this digest (reads every layer once);"
+        " a layer the registry serves with bytes other than its digest, or cannot serve, is exit 3",
     )
     inspect.add_argument("--expect-sha256", dest="expect_sha256", help=argparse.SUPPRESS)  # the old spelling
     inspect.add_argument(
@@ -110,32 +116,11 @@ def register(commands: Any) -> None:
     inspect.set_defaults(handler=inspect_cmd)
 
 
-def _client(ref: Any, args: argparse.Namespace, chunk_mib: int = 512, *, push: bool = True) -> Any:
-    from modelseal.publish.auth import load_docker_config
-    from modelseal.publish.registry import RegistryClient
-
-    credentials = load_docker_config(args.docker_config).credentials_for(ref.registry)
-    return RegistryClient(
-        ref,
-        credentials=credentials,
-        plain_http=args.plain_http,
-        chunk_size=chunk_mib * 2**20,
-        ca_file=args.ca_file,
-        push=push,
-        on_retry=say,
-    )
-
-
-def say(line: str) -> None:
-    """A retry notice: one line on stderr, as it happens."""
-    print(printable(line), file=sys.stderr, flush=True)
-
-
 def publish_cmd(args: argparse.Namespace) -> int:
     """``modelseal publish``."""
-    from modelseal.publish.layout import Platform, layer_length
-    from modelseal.publish.publisher import plan_files, publish
-    from modelseal.publish.reference import parse_reference
+    from modelseal.publish.image.layout import Platform, layer_length
+    from modelseal.publish.image.publisher import plan_files, publish
+    from modelseal.publish.registry.reference import parse_reference
 
     destination = parse_reference(args.image, require="tag")
     reuse = [parse_reference(r, allow_oci_scheme=True) for r in args.reuse_from or []]
@@ -148,17 +133,22 @@ def publish_cmd(args: argparse.Namespace) -> int:
     if args.attestation_file and not args.sign_key:
         raise UsageError("--attestation-file goes with --sign-key")
     platform = Platform.parse(args.platform)
+    shape = _shape(args)
     signing_keys = _signing_keys(args.sign_key)  # a bad key fails before anything is pushed
     for flag, target in (("--result-file", args.result_file), ("--attestation-file", args.attestation_file)):
         if target and (Path(target).is_dir() or not Path(target).parent.is_dir()):  # so does a bad path
             raise OperationalError(f"{flag} {printable(target)}: not a file in an existing folder")
     files = plan_files(args.files, _walk(args) if args.from_dir else None, args.primary)
+    unknown = sorted(set(shape.roles if shape else ()) - {f.path for f in files})
+    if unknown:
+        raise UsageError(f"--role names {printable(unknown[0])!r}, which is not among the files to publish")
     total = 0
     for f in files:
         with contextlib.suppress(OSError):  # publish() reports a missing file
-            total += layer_length(f.path, f.source.stat().st_size)
+            size = f.source.stat().st_size
+            total += shape.length(f.path, size) if shape else layer_length(f.path, size)
     with (
-        _client(destination, args, args.chunk_size_mib) as client,
+        registry_client(destination, args, args.chunk_size_mib) as client,
         ProgressBar("publishing", total, lines=True) as bar,
     ):
         result = publish(
@@ -169,6 +159,7 @@ def publish_cmd(args: argparse.Namespace) -> int:
             platform=platform,
             reuse_from=reuse,
             progress=bar.advance,
+            shape=shape,
         )
         attestation = (
             _sign_and_attach(client, result.reference, signing_keys, args.attestation_file)
@@ -194,8 +185,33 @@ def publish_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
+def _shape(args: argparse.Namespace) -> ModelPackShape | None:
+    """``--format modelpack`` and its options; None for an image."""
+    from modelseal.publish.image.modelpack import ModelPackShape
+
+    if args.format != "modelpack":
+        for flag, value in (
+            ("--layers", args.layers),
+            ("--role", args.role),
+            ("--model-name", args.model_name),
+        ):
+            if value:
+                raise UsageError(f"{flag} goes with --format modelpack")
+        return None
+    roles: dict[str, str] = {}
+    for item in args.role or []:
+        path, sep, role = item.rpartition("=")
+        if not sep or not path:
+            raise UsageError(f"--role {printable(item)!r}: want PATH=ROLE")
+        roles[path] = role
+    try:
+        return ModelPackShape(raw=args.layers == "raw", roles=roles, name=args.model_name)
+    except InputError as e:
+        raise UsageError(f"--role {e.message}") from None
+
+
 def _signing_keys(keys: list[str] | None) -> list[KeySigner]:
-    from modelseal.attest.signers import load_signer
+    from modelseal.attest.signing.signers import load_signer
 
     return [load_signer(k) for k in keys or []]
 
@@ -205,7 +221,7 @@ def _sign_and_attach(
 ) -> dict[str, Any]:
     """``--sign-key``: sign the image just pushed (its manifest read back by digest) and attach it."""
     from modelseal.cli.image_commands import attach_signed
-    from modelseal.publish.image_attestations import sign_image
+    from modelseal.publish.referrers.attestations import sign_image
 
     # just pushed by digest: the manifest read back is this publish's own, its annotations the
     # hashes it computed while uploading, so the layers need not be read again
@@ -219,7 +235,7 @@ def _sign_and_attach(
 
 def _walk(args: argparse.Namespace) -> ModelDir:
     """Walk --from DIR; say which links lead out of it and what socair's rules left out."""
-    from modelseal.attest.walk import walk_model_dir
+    from modelseal.attest.digests.walk import walk_model_dir
 
     walked = walk_model_dir(args.from_dir, outside_links=args.follow_symlinks)
     for f in walked.files:
@@ -233,8 +249,8 @@ def _walk(args: argparse.Namespace) -> ModelDir:
 
 def inspect_cmd(args: argparse.Namespace) -> int:
     """``modelseal publish inspect``."""
-    from modelseal.publish.contents import check_primary, check_served, describe, primary_file
-    from modelseal.publish.reference import parse_reference
+    from modelseal.publish.image.contents import check_primary, check_served, describe, primary_file
+    from modelseal.publish.registry.reference import parse_reference
 
     ref = parse_reference(args.image, allow_oci_scheme=True)
     if ref.digest is None and ref.tag is None:
@@ -249,7 +265,7 @@ def inspect_cmd(args: argparse.Namespace) -> int:
             f"warning: {printable(args.image)} is not pinned by digest: a tag can move; pin it with @sha256:",
             file=sys.stderr,
         )
-    with _client(ref, args, push=False) as client:
+    with registry_client(ref, args, push=False) as client:
         info = describe(client, ref)
         served = check_served(client, info, want) if want and not args.annotations_only else None
     if args.annotations_only:
@@ -260,10 +276,15 @@ def inspect_cmd(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     elif served is not None:
-        size = human_bytes(sum(f.size for f in served))
+        raw = sum(1 for f in info["files"] if f.get("raw"))
+        size = human_bytes(
+            sum(f.size for f, e in zip(served, info["files"], strict=True) if not e.get("raw"))
+        )
+        read = f"read {len(served) - raw} layer(s), {size}"
+        if raw:
+            read += f"; {raw} raw layer(s) bound by their digests, no byte read"
         print(
-            f"verified: the primary file {primary_file(info)['path']} has SHA-256 {want}"
-            f" (read {len(served)} layer(s), {size})",
+            f"verified: the primary file {primary_file(info)['path']} has SHA-256 {want} ({read})",
             file=sys.stderr,
         )
     if args.json:
@@ -275,10 +296,14 @@ def inspect_cmd(args: argparse.Namespace) -> int:
         print(f"  primary  {printable(info['primary'])}")
     if info.get("source"):
         print(f"  source   {printable(info['source'])}")
+    if info.get("format") == "modelpack":
+        name = info.get("descriptor", {}).get("name")
+        print("  format   ModelPack v1" + (f", {printable(name)}" if name else ""))
     paths = [printable(f["path"] or "(untitled)") for f in info["files"]]
     width = max([len(p) for p in paths] + [4])
     print(f"  {'FILE'.ljust(width)}  {'SIZE':>10}  SHA-256")
     for f, path in zip(info["files"], paths, strict=True):
         size = human_bytes(f["size"]) if f["size"] is not None else "?"
-        print(f"  {path.ljust(width)}  {size:>10}  {printable(f['sha256'] or '(not recorded)')}")
+        role = f"  {f['role']}{' (raw)' if f.get('raw') else ''}" if f.get("role") else ""
+        print(f"  {path.ljust(width)}  {size:>10}  {printable(f['sha256'] or '(not recorded)')}{role}")
     return 0

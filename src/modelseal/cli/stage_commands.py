@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from modelseal.cli.progress import ProgressBar
-from modelseal.cli.publish_commands import say
+from modelseal.cli.registry_access import say
 from modelseal.errors import UsageError
 from modelseal.text import printable
 
@@ -42,8 +42,8 @@ def register_stage(commands: Any) -> None:
 
 def stage_cmd(args: argparse.Namespace) -> int:
     """``modelseal stage``: exit 0 staged, 1 a digest mismatch or bad input, 3 a source failed."""
-    from modelseal.publish.sources import parse_quantity, plan_stage
-    from modelseal.publish.stage import Stager
+    from modelseal.publish.stage.sources import parse_quantity, plan_stage
+    from modelseal.publish.stage.stager import Stager
 
     if not 1 <= args.download_concurrency <= 16:
         raise UsageError("--download-concurrency must be between 1 and 16")

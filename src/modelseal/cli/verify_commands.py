@@ -15,14 +15,15 @@ from typing import TYPE_CHECKING, Any
 from modelseal.cli import bundle_commands
 from modelseal.cli.attest_commands import hash_path, skipped_json
 from modelseal.cli.image_commands import image_reference, verify_image_cmd
-from modelseal.cli.publish_commands import registry_options
+from modelseal.cli.registry_access import registry_options
 from modelseal.durations import parse_max_age
 from modelseal.errors import InputError, UsageError
 from modelseal.files import read_limited
 
 if TYPE_CHECKING:
-    from modelseal.attest.digest import DirectoryDigest
-    from modelseal.attest.policy import TrustPolicy
+    from modelseal.attest.digests.digest import DirectoryDigest
+    from modelseal.attest.policy.admission_policy import AdmissionPolicy
+    from modelseal.attest.policy.trust import TrustPolicy
     from modelseal.attest.verdict import Mode, Verdict
 
 __all__ = ["VERIFY_USAGE", "register", "verify_cmd"]
@@ -31,7 +32,9 @@ _HEX64 = re.compile(r"[0-9a-fA-F]{64}")
 VERIFY_USAGE = (
     "usage: modelseal verify <attestation.dsse.json> (--trusted <key.pub|dir> | --store <path>"
     " | --policy <file>) [--artifact <path> | --sha256 <hex>]\n"
-    "       modelseal verify [<attestation.dsse.json>] --image oci://<registry/repo@sha256:...> ..."
+    "       modelseal verify [<attestation.dsse.json>] --image oci://<registry/repo@sha256:...> ...\n"
+    "       modelseal verify [<envelope> ...] (--image oci://... | --artifact <path> | --sha256 <hex>)"
+    " --policy <admission-policy.yaml>"
 )
 
 
@@ -44,10 +47,13 @@ def register(commands: Any) -> None:
         metavar="ENVELOPE",
         help="the DSSE envelope (- for stdin); with --image, optional",
     )
+    verify.add_argument(
+        "more_envelopes", nargs="*", metavar="ENVELOPE", help="more envelopes, judged by an AdmissionPolicy"
+    )
     trust = verify.add_mutually_exclusive_group()
     trust.add_argument("--trusted", metavar="KEY|DIR", help="a public key, or a directory of *.pub")
     trust.add_argument("--store", metavar="PATH", help="a socair airlock store (its trusted-keys/)")
-    trust.add_argument("--policy", metavar="FILE", help="a trust-policy YAML file")
+    trust.add_argument("--policy", metavar="FILE", help="a TrustPolicy or AdmissionPolicy YAML file")
     bind = verify.add_mutually_exclusive_group()
     bind.add_argument("--artifact", metavar="PATH", help="hash this file or model directory")
     bind.add_argument("--sha256", metavar="HEX", help="the digest the attestation must be for")
@@ -73,12 +79,17 @@ def register(commands: Any) -> None:
     verify.set_defaults(handler=verify_cmd)
 
 
-def _policy(args: argparse.Namespace) -> TrustPolicy:
-    from modelseal.attest.keys import Keyring
-    from modelseal.attest.policy import TrustPolicy, load_policy
+def _policy(args: argparse.Namespace) -> TrustPolicy | AdmissionPolicy:
+    from modelseal.attest.dsse.keys import Keyring
+    from modelseal.attest.policy.trust import TrustPolicy
 
     if args.policy:
-        policy = load_policy(args.policy)
+        # the policy file's models only when a file is given: a plain verify never imports them
+        from modelseal.attest.policy.admission_policy import AdmissionPolicy, load_any_policy
+
+        policy = load_any_policy(args.policy)
+        if isinstance(policy, AdmissionPolicy):
+            return policy
     elif args.trusted:
         policy = TrustPolicy(Keyring.from_path(args.trusted))
     elif args.store:
@@ -102,11 +113,13 @@ def _policy(args: argparse.Namespace) -> TrustPolicy:
 
 def verify_cmd(args: argparse.Namespace) -> int:
     """``modelseal verify``: exit 0 admitted (or warn), 1 refused, 2 usage."""
-    from modelseal.attest.bundle_verifier import is_bundle
-    from modelseal.attest.envelope import MAX_ENVELOPE_BYTES
-    from modelseal.attest.issue_time import parse_rfc3339
+    from modelseal.attest.bundles.bundle import is_bundle
+    from modelseal.attest.dsse.envelope import MAX_ENVELOPE_BYTES
+    from modelseal.attest.policy.trust import TrustPolicy
+    from modelseal.attest.socair.issue_time import parse_rfc3339
+    from modelseal.attest.socair.verifier import ExpectedDigest, evaluate
     from modelseal.attest.verdict import Mode, Reason, Verdict
-    from modelseal.attest.verifier import ExpectedDigest, evaluate
+    from modelseal.cli.admission_commands import verify_admission
 
     if args.sha256 is not None and not _HEX64.fullmatch(args.sha256.strip()):
         raise UsageError(f"--sha256 {args.sha256!r} is not 64 hex digits")
@@ -120,6 +133,10 @@ def verify_cmd(args: argparse.Namespace) -> int:
         raise UsageError("give the envelope to verify, or --image", usage=VERIFY_USAGE)
     image = image_reference(args.image, "--image") if args.image is not None else None
     policy = _policy(args)
+    if not isinstance(policy, TrustPolicy):
+        return verify_admission(args, policy, now)
+    if args.more_envelopes:
+        raise UsageError("several envelopes are judged by an AdmissionPolicy (--policy FILE)")
     mode = Mode(args.mode)
     if image is not None:
         given = read_limited(args.envelope, MAX_ENVELOPE_BYTES, what="attestation") if args.envelope else None

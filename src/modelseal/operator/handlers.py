@@ -1,4 +1,5 @@
-"""kopf wiring: watch Models, ConfigMaps and publication Jobs; recheck periodically; serve the webhook.
+"""kopf wiring: watch Models, ConfigMaps, publication Jobs and (with the webhook or eviction)
+InferenceServices; recheck periodically; serve the webhook.
 
 Only watch-event handlers are used, so kopf keeps no state on the Model
 (no annotations, no finalizers): the operator needs ``patch`` on
@@ -14,11 +15,11 @@ from typing import Any
 
 import kopf
 
-from modelseal.operator.kube import KubeApi
-from modelseal.operator.publish_job import MANAGED_BY
+from modelseal.operator.admission.webhook import serve as serve_webhook
+from modelseal.operator.kube.api import KubeApi
+from modelseal.operator.prefetch.job import MANAGED_BY
 from modelseal.operator.reconciler import Reconciler
-from modelseal.operator.settings import GROUP, PLURAL, VERSION
-from modelseal.operator.webhook import serve as serve_webhook
+from modelseal.operator.settings import GROUP, PLURAL, SERVICES, VERSION
 
 __all__ = ["build_registry", "configure"]
 
@@ -71,7 +72,10 @@ def build_registry(
         webhook = reconciler.settings.webhook
         if webhook is not None:
             mode = reconciler.settings.mode
-            tasks.append(asyncio.create_task(serve_webhook(webhook, lambda: mode, reconciler.verdict_for)))
+            allow = reconciler.settings.allow_unattested_weight_paths
+            serving = serve_webhook(webhook, lambda: mode, reconciler.verdict_for, reconciler.services.lookup,
+                                    allow_weight_paths=allow)  # fmt: skip
+            tasks.append(asyncio.create_task(serving))
 
     @kopf.on.cleanup(registry=registry)
     async def _cleanup(**_: Any) -> None:
@@ -84,7 +88,7 @@ def build_registry(
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
     async def _model(type: str, body: kopf.Body, **_: Any) -> None:  # noqa: A002 - kopf's keyword
         if type == "DELETED":
-            reconciler.forget((body.metadata.namespace or "", body.metadata.name or ""))
+            reconciler.forget((body.metadata.namespace or "", body.metadata.name or ""), body.metadata.uid)
             return
         await reconciler.reconcile(reconciler.remember(body))
 
@@ -102,5 +106,14 @@ def build_registry(
         key = reconciler.observe_job(namespace, name, body, deleted=type == "DELETED")
         if key is not None:
             await reconciler.reconcile(key)
+
+    if reconciler.settings.webhook is not None or reconciler.settings.evict_on_revoke:
+
+        @kopf.on.event(GROUP, VERSION, SERVICES, registry=registry)
+        async def _service(type: str, body: kopf.Body, **_: Any) -> None:  # noqa: A002 - kopf's keyword
+            if type == "DELETED":
+                reconciler.services.forget(body.metadata.namespace or "", body.metadata.name or "")
+                return
+            await reconciler.observe_service(body)
 
     return registry

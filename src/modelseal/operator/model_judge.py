@@ -2,12 +2,12 @@
 
 Every decision about a Model goes through :meth:`ModelJudge.judge`, which
 turns an exception nobody expected into a refusal with reason
-``InternalError`` (see :mod:`modelseal.operator.judgement`).
+``InternalError`` (see :mod:`modelseal.operator.decide.judgement`).
 
-A Model is decided by LLMKube's gate (:mod:`modelseal.operator.gate`, its
+A Model is decided by LLMKube's gate (:mod:`modelseal.operator.decide.gate`, its
 attestation ConfigMap), or, when it has no ``spec.attestation`` and the
 operator discovers image attestations, by what is attached to its pinned
-image (:mod:`modelseal.operator.attached_gate`). Signatures are checked in a
+image (:mod:`modelseal.operator.decide.attached_gate`). Signatures are checked in a
 thread: a costly envelope must not stall every other Model. The ConfigMaps
 a Model depends on come from the watch's copies unless a pass asks for
 fresh ones; the shared ones (the trusted keys, the publisher's keys) are
@@ -23,25 +23,27 @@ from datetime import datetime
 from typing import Any
 
 from modelseal.attest.verdict import Mode
-from modelseal.operator.attached_gate import discovered_image, evaluate_attached
-from modelseal.operator.attached_images import AttachedImages
-from modelseal.operator.gate import (
+from modelseal.operator.decide.admission_gate import evaluate_by_policy, policy_keyids
+from modelseal.operator.decide.attached_gate import discovered_image, evaluate_attached, preferred_keyids
+from modelseal.operator.decide.gate import (
     ConfigMapRead,
     GateOutcome,
     evaluate_gate,
     pinned_image,
     referenced_configmap,
 )
-from modelseal.operator.judgement import Judgement, generation_of, internal_error
-from modelseal.operator.kube import KubeApi
+from modelseal.operator.decide.judgement import Judgement, generation_of, internal_error
+from modelseal.operator.decide.verdict_cache import VerdictCache
+from modelseal.operator.kube.api import KubeApi
+from modelseal.operator.kube.names import is_subdomain
 from modelseal.operator.metrics import OperatorMetrics
-from modelseal.operator.names import is_subdomain
-from modelseal.operator.prefetch_jobs import PrefetchJobs
-from modelseal.operator.publication import Publication
+from modelseal.operator.prefetch.publication import Publication
+from modelseal.operator.prefetch.runs import PrefetchJobs
 from modelseal.operator.settings import OperatorSettings
-from modelseal.operator.source_image import SourceCheck, SourceImageChecker
-from modelseal.operator.verdict_cache import VerdictCache
-from modelseal.publish.reference import ImageReference
+from modelseal.operator.sources.attached_images import AttachedImages
+from modelseal.operator.sources.check import SourceCheck
+from modelseal.operator.sources.source_image import SourceImageChecker
+from modelseal.publish.registry.reference import ImageReference
 
 __all__ = ["ModelJudge"]
 
@@ -115,16 +117,25 @@ class ModelJudge:
     async def _judge_attached(self, key: ModelKey, image: ImageReference, now: datetime) -> GateOutcome:
         """The outcome by what is attached to ``image``; a refusal of what was read asks for a re-read
         (one for want of trusted or publisher keys does not: reading the registry again cannot heal it)."""
-        discover = self.settings.discover_image_attestations
-        trusted = await self._shared(self.settings.trusted_keys) if discover else None
-        publisher = await self._shared(self.settings.publisher_signing)
-        read = self.attached.lookup(image, waiter=key)
-        outcome = await asyncio.to_thread(
-            evaluate_attached, image, self.settings, trusted=trusted, publisher=publisher, read=read,
-            now=now, cache=self.cache,
-        )  # fmt: skip
+        if self.settings.admits_by_policy:  # the admission policy alone decides
+            policy_read = await self._shared(self.settings.admission_policy_ref)
+            prefer = policy_keyids(self.settings, policy_read)
+            read = self.attached.lookup(image, waiter=key, prefer=prefer)
+            outcome = await asyncio.to_thread(
+                evaluate_by_policy, image, self.settings, policy_read=policy_read, read=read, now=now
+            )
+        else:
+            discover = self.settings.discover_image_attestations
+            trusted = await self._shared(self.settings.trusted_keys) if discover else None
+            publisher = await self._shared(self.settings.publisher_signing)
+            prefer = preferred_keyids(self.settings, trusted, publisher)
+            read = self.attached.lookup(image, waiter=key, prefer=prefer)
+            outcome = await asyncio.to_thread(
+                evaluate_attached, image, self.settings, trusted=trusted, publisher=publisher, read=read,
+                now=now, cache=self.cache,
+            )  # fmt: skip
         if not outcome.admitted and outcome.verdict is not None:
-            self.attached.refresh(image, waiter=key)  # an attestation may be attached later
+            self.attached.refresh(image, waiter=key, prefer=prefer)  # an attestation may be attached later
         return outcome
 
     async def _after_gate(

@@ -23,17 +23,18 @@ from typing import Any
 
 from modelseal.attest.verdict import Mode
 from modelseal.errors import KubeError
-from modelseal.operator.admission import ModelVerdict
-from modelseal.operator.eviction import Evictions
-from modelseal.operator.gate import ConfigMapRead, GateOutcome, referenced_configmap
-from modelseal.operator.judgement import generation_of, unexpected
-from modelseal.operator.kube import KubeApi
+from modelseal.operator.admission.decision import ModelVerdict
+from modelseal.operator.admission.eviction import Evictions
+from modelseal.operator.admission.service_index import ServiceIndex
+from modelseal.operator.decide.gate import ConfigMapRead, GateOutcome, referenced_configmap
+from modelseal.operator.decide.judgement import generation_of, uid_of, unexpected
+from modelseal.operator.decide.verdict_cache import VerdictCache
+from modelseal.operator.kube.api import KubeApi
 from modelseal.operator.metrics import OperatorMetrics
 from modelseal.operator.model_judge import ModelJudge
-from modelseal.operator.model_status import ModelStatus
-from modelseal.operator.publication import FAILED
+from modelseal.operator.prefetch.publication import FAILED
 from modelseal.operator.settings import OperatorSettings
-from modelseal.operator.verdict_cache import VerdictCache
+from modelseal.operator.status.model_status import ModelStatus
 
 __all__ = ["ModelKey", "Reconciler"]
 
@@ -77,6 +78,10 @@ class Reconciler(ModelJudge):
         self.evictions = Evictions(self.metrics)
         #: the latest verdict per Model, which the admission webhook answers from
         self.verdicts: dict[ModelKey, ModelVerdict] = {}
+        #: the Models whose latest judgement refused them in enforce mode
+        self.refused: set[ModelKey] = set()
+        #: the InferenceServices the watch showed, for the webhook's Pods and for eviction
+        self.services = ServiceIndex()
 
     def use_api(self, api: KubeApi) -> None:
         """Talk through ``api`` from now on (fresh credentials); the old client closes at the end."""
@@ -97,22 +102,48 @@ class Reconciler(ModelJudge):
     def remember(self, body: Mapping[str, Any]) -> ModelKey:
         meta = body.get("metadata") or {}
         key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
-        self.models[key] = {"metadata": dict(meta), "spec": dict(body.get("spec") or {}),
-                            "status": dict(body.get("status") or {})}  # fmt: skip
+        model = {"metadata": dict(meta), "spec": dict(body.get("spec") or {}),
+                 "status": dict(body.get("status") or {})}  # fmt: skip
+        previous = self.models.get(key)
+        if previous is not None and uid_of(previous) != uid_of(model):
+            self._drop(key)  # another object of the same name: nothing known of the old one is its
+        self.models[key] = model
         return key
 
-    def forget(self, key: ModelKey) -> None:
+    def forget(self, key: ModelKey, uid: str | None = None) -> None:
+        """Drop what is known of a deleted Model; with ``uid``, only if that is the object known by
+        the name (a deletion reported after its successor was created leaves the successor alone)."""
+        model = self.models.get(key)
+        if uid and model is not None and uid_of(model) != uid:
+            return
+        self._drop(key)
+        self.models.pop(key, None)
+        self._locks.pop(key, None)
+
+    def _drop(self, key: ModelKey) -> None:
+        """Forget what was decided and written about the object known by this name."""
         self.status.forget(key)
         self.evictions.forget(key)
         self.verdicts.pop(key, None)
-        self.models.pop(key, None)
+        self.refused.discard(key)
         self.checked.pop(key, None)
-        self._locks.pop(key, None)
 
     def verdict_for(self, namespace: str, name: str) -> tuple[int, ModelVerdict | None] | None:
-        """For the webhook: the Model's current generation and latest verdict (None: an unknown Model)."""
+        """For the webhook: the Model's current generation and latest verdict (None: an unknown Model).
+
+        A verdict about another object of the same name (its ``metadata.uid`` differs: the Model
+        was deleted and created again) is none: the Model has not been judged yet.
+        """
         model = self.models.get((namespace, name))
-        return None if model is None else (generation_of(model), self.verdicts.get((namespace, name)))
+        if model is None:
+            return None
+        verdict = self.verdicts.get((namespace, name))
+        return generation_of(model), verdict if verdict is not None and verdict.uid == uid_of(model) else None
+
+    def _still(self, key: ModelKey, model: Mapping[str, Any]) -> bool:
+        """Whether ``model`` is still the object the watch knows by this name (same ``metadata.uid``)."""
+        current = self.models.get(key)
+        return current is not None and uid_of(current) == uid_of(model)
 
     def observe_configmap(self, namespace: str, name: str, body: Mapping[str, Any] | None) -> list[ModelKey]:
         """Record a ConfigMap the watch reported (None: deleted); return the Models it affects.
@@ -135,7 +166,12 @@ class Reconciler(ModelJudge):
         """The Models a change to this ConfigMap can change the decision of."""
         if self.settings.mode is Mode.OFF:
             return []
-        if (namespace, name) in (self.settings.trusted_keys, self.settings.publisher_signing):
+        shared = (
+            self.settings.trusted_keys,
+            self.settings.publisher_signing,
+            self.settings.admission_policy_ref,
+        )
+        if (namespace, name) in shared:
             return sorted(self.models)
         found = []
         for key, model in self.models.items():
@@ -188,21 +224,32 @@ class Reconciler(ModelJudge):
             started = time.perf_counter()
             now = self.clock()
             judged = await self.judge(key, model, now, fresh)
+            if not self._still(key, model):
+                # deleted, or deleted and created again under the same name, while it was judged:
+                # the judgement is of an object that is gone; the new one is judged on its own
+                _logger.info(
+                    "Model %s/%s was deleted or replaced while it was judged; judgement dropped", *key
+                )
+                return None
             outcome, source, publication = judged.outcome, judged.source, judged.publication
             if outcome is not None and not outcome.pending:  # a decision still being read is none yet
                 result = "admitted" if outcome.admitted else "refused"
                 self.metrics.verifications.labels(result=result, reason=outcome.code.value).inc()
             if source is not None:
                 self.metrics.source_checks.labels(reason=source.reason).inc()
-            blocked = any(x is not None and x.blocks for x in (outcome, source))
+            blocked = refused = any(x is not None and x.blocks for x in (outcome, source))
             waiting = publication is not None and (publication.in_progress or publication.phase == FAILED)
             waiting = waiting or any(x is not None and x.pending for x in (outcome, source))
+            uid = uid_of(model)
             before = self.verdicts.get(key)
-            self.verdicts[key] = verdict = judged.verdict(generation_of(model))
+            before = before if before is not None and before.uid == uid else None
+            self.verdicts[key] = verdict = judged.verdict(generation_of(model), uid)
+            (self.refused.add if refused else self.refused.discard)(key)
             try:
                 await self.status.write(self.api, key, model, judged, now, self._remember_fresh)
-                if self.settings.evict_on_revoke and self.evictions.due(key, before, blocked):
-                    await self.evictions.evict(self.api, key, model, verdict, now)
+                evict = self.settings.evict_on_revoke and self.evictions.due(key, before, blocked)
+                if evict and self._still(key, model):
+                    await self.evictions.evict(self.api, key, model, verdict, now, self.services.using(*key))
             except Exception as e:
                 _logger.error(
                     "Model %s/%s: the status was not written: %s", key[0], key[1], unexpected(e, "writing")
@@ -211,6 +258,27 @@ class Reconciler(ModelJudge):
             self.checked[key] = _Checked(now, blocked or waiting)
             self.metrics.reconcile_seconds.observe(time.perf_counter() - started)
             return outcome
+
+    async def observe_service(self, body: Mapping[str, Any]) -> None:
+        """Record an InferenceService the watch reported; with ``--evict-on-revoke``, evict its Pods
+        when it now names a refused Model (first seen after a restart, or changed to use one). Never raises.
+        """
+        key, changed = self.services.observe(body)
+        weights = self.services.lookup(*key)
+        if not changed or weights is None or not self.settings.evict_on_revoke:
+            return
+        for name in sorted(weights.names(key[0])):
+            model_key = (key[0], name)
+            async with self._locks.setdefault(model_key, asyncio.Lock()):
+                model, verdict = self.models.get(model_key), self.verdicts.get(model_key)
+                if model_key not in self.refused or model is None or verdict is None or self.api is None:
+                    continue
+                users = self.services.using(*model_key)
+                try:
+                    await self.evictions.evict(self.api, model_key, model, verdict, self.clock(), users)
+                except Exception as e:  # the Model's next recheck looks again
+                    _logger.error("InferenceService %s/%s: its Pods were not evicted: %s", key[0], key[1],
+                                  unexpected(e, "evicting"))  # fmt: skip
 
     async def _judge_again(self, waiters: set[Hashable]) -> None:
         """A source check ended: judge the Models that waited for it again."""
@@ -234,7 +302,8 @@ class Reconciler(ModelJudge):
     async def recheck(self) -> int:
         """Re-verify every Model that is due, reading its ConfigMaps afresh; return how many."""
         keys = self.due(self.clock())
-        for shared in (self.settings.trusted_keys, self.settings.publisher_signing):
+        settings = self.settings
+        for shared in (settings.trusted_keys, settings.publisher_signing, settings.admission_policy_ref):
             if keys and shared is not None and self.api is not None:
                 try:
                     await self.read_configmap(*shared)

@@ -8,17 +8,21 @@ from datetime import timedelta
 from pathlib import Path
 
 from modelseal import __version__
-from modelseal.attest.policy import TrustPolicy, load_policy
+from modelseal.attest.policy.admission_policy import AdmissionPolicy
+from modelseal.attest.policy.trust import TrustPolicy
 from modelseal.attest.verdict import Mode
 from modelseal.durations import parse_max_age
 from modelseal.errors import InputError, UsageError
-from modelseal.operator.names import check_label, check_subdomain
-from modelseal.operator.source_image import RegistryAccess
+from modelseal.operator.admission import webhook_limits
+from modelseal.operator.decide.policy_source import parse_policy_flag
+from modelseal.operator.kube.names import check_label, check_subdomain
+from modelseal.operator.sources.source_image import RegistryAccess
 
 __all__ = [
     "DEFAULT_PUBLISHER_IMAGE",
     "GROUP",
     "PLURAL",
+    "SERVICES",
     "VERSION",
     "OperatorSettings",
     "StatusMode",
@@ -32,6 +36,7 @@ __all__ = [
 GROUP = "inference.llmkube.dev"
 VERSION = "v1alpha1"
 PLURAL = "models"
+SERVICES = "inferenceservices"
 DEFAULT_PUBLISHER_IMAGE = f"modelseal:{__version__}"
 
 
@@ -96,7 +101,7 @@ def parse_signing_secret(text: str | None, mode: Mode) -> tuple[str, str] | None
 
 
 class StatusMode(enum.Enum):
-    """How much of a Model's status modelseal writes (see :mod:`modelseal.operator.status_modes`)."""
+    """How much of a Model's status modelseal writes (see :mod:`modelseal.operator.status.modes`)."""
 
     FULL = "full"
     CONDITIONS = "conditions"
@@ -115,12 +120,17 @@ class StatusMode(enum.Enum):
 
 @dataclass(frozen=True)
 class WebhookSettings:
-    """Where the admission webhook listens, and its certificate files (None: self-signed at start)."""
+    """Where the admission webhook listens, its certificate files (None: self-signed at start), and
+    what a client may hold: how long a request may take to arrive (handshake, headers and body),
+    how many connections at once, and how large a body."""
 
     host: str
     port: int
     cert_file: str | None = None
     key_file: str | None = None
+    deadline: timedelta = webhook_limits.DEADLINE
+    max_connections: int = webhook_limits.MAX_CONNECTIONS
+    max_body: int = webhook_limits.MAX_BODY
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -136,7 +146,9 @@ def parse_listen(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def _webhook(listen: str | None, cert: str | None, key: str | None) -> WebhookSettings | None:
+def _webhook(
+    listen: str | None, cert: str | None, key: str | None, limits: tuple[timedelta, int, int]
+) -> WebhookSettings | None:
     """
     Raises:
         UsageError: a certificate without its key (or the other way round), a missing file.
@@ -151,7 +163,7 @@ def _webhook(listen: str | None, cert: str | None, key: str | None) -> WebhookSe
         if path and not Path(path).is_file():
             raise UsageError(f"{flag} {path}: no such file")
     host, port = parse_listen(listen)
-    return WebhookSettings(host, port, cert or None, key or None)
+    return WebhookSettings(host, port, cert or None, key or None, *limits)
 
 
 @dataclass(frozen=True)
@@ -172,11 +184,17 @@ class OperatorSettings:
     evict_on_revoke: bool = False
     #: prefetchOCI Jobs may download ``http://`` sources (labs only: nothing protects the bytes in transit)
     allow_plain_http_sources: bool = False
-    #: (namespace, name): the Secret whose ``signing.key`` publication Jobs sign with, and the
-    #: ConfigMap whose ``*.pub`` entries admit what they signed (:mod:`modelseal.operator.attached_gate`)
+    #: (namespace, name): the Secret whose ``signing.key`` publication Jobs sign with, and the ConfigMap
+    #: whose ``*.pub`` entries admit what they signed (:mod:`modelseal.operator.decide.attached_gate`)
     publisher_signing: tuple[str, str] | None = None
     #: admit a pinned ``oci://`` Model without ``spec.attestation`` by an attestation attached to its image
     discover_image_attestations: bool = False
+    #: judge such a Model by an admission policy instead: a file's, or the ConfigMap (namespace, name)'s
+    admission_policy: AdmissionPolicy | None = None
+    admission_policy_ref: tuple[str, str] | None = None
+    #: ``--allow-unattested-weight-paths``: the webhook admits weights no Model attests (LoRA and draft
+    #: paths, volumes, LoRAAdapters, ...; :mod:`modelseal.operator.admission.served_weights`), with a warning
+    allow_unattested_weight_paths: bool = False
 
     @property
     def trusted_keys_ref(self) -> str:
@@ -187,8 +205,13 @@ class OperatorSettings:
     def discovers(self) -> bool:
         """Whether attestations attached to a Model's image are looked for (either flag)."""
         return self.mode is not Mode.OFF and (
-            self.discover_image_attestations or self.publisher_signing is not None
+            self.discover_image_attestations or self.publisher_signing is not None or self.admits_by_policy
         )
+
+    @property
+    def admits_by_policy(self) -> bool:
+        """Whether an admission policy (a file's or a ConfigMap's) judges what is attached to an image."""
+        return self.admission_policy is not None or self.admission_policy_ref is not None
 
     @classmethod
     def from_flags(
@@ -208,10 +231,14 @@ class OperatorSettings:
         admission_webhook: str | None = None,
         admission_webhook_cert: str | None = None,
         admission_webhook_key: str | None = None,
+        admission_webhook_deadline: str | None = None,
+        admission_webhook_max_connections: int | None = None,
+        admission_webhook_max_body: str | None = None,
         evict_on_revoke: bool = False,
         allow_plain_http_sources: bool = False,
         publisher_signing_key_secret: str | None = None,
         discover_image_attestations: bool = False,
+        allow_unattested_weight_paths: bool = False,
     ) -> OperatorSettings:
         """Validate the flags as LLMKube does, plus modelseal's own.
 
@@ -229,14 +256,30 @@ class OperatorSettings:
             raise UsageError(f"--recheck-interval: {e}") from None
         if recheck < timedelta(seconds=10):
             raise UsageError("--recheck-interval must be at least 10s")
-        policy = load_policy(policy_file) if policy_file else None
-        keys = parse_trusted_keys(trusted_keys, parsed_mode) if (trusted_keys or not policy) else None
+        loaded, admission_ref = parse_policy_flag(policy_file, parsed_mode)
+        admission = loaded if isinstance(loaded, AdmissionPolicy) else None
+        policy = loaded if isinstance(loaded, TrustPolicy) else None
+        judged_by = policy or admission or admission_ref
+        keys = parse_trusted_keys(trusted_keys, parsed_mode) if (trusted_keys or not judged_by) else None
         if discover_image_attestations and parsed_mode is Mode.OFF:
             raise UsageError("--discover-image-attestations needs --model-attestation warn or enforce")
-        if parsed_mode is not Mode.OFF and keys is None and policy is None:
+        if (
+            parsed_mode is not Mode.OFF
+            and keys is None
+            and policy is None
+            and not (admission or admission_ref)
+        ):
             raise UsageError(
                 "--model-attestation-trusted-keys must be namespace/name when --model-attestation is warn"
                 ' or enforce (got "")'
+            )
+        limits = webhook_limits.parse_limits(
+            admission_webhook is not None, admission_webhook_deadline, admission_webhook_max_connections,
+            admission_webhook_max_body,
+        )  # fmt: skip
+        if allow_unattested_weight_paths and admission_webhook is None:
+            raise UsageError(
+                "--allow-unattested-weight-paths needs --admission-webhook (it is what it allows)"
             )
         signing = parse_signing_secret(publisher_signing_key_secret, parsed_mode)
         if signing is not None and signing == keys:  # its keys would admit images as the publisher's
@@ -254,11 +297,14 @@ class OperatorSettings:
             publisher_image=DEFAULT_PUBLISHER_IMAGE if publisher_image is None else _image(publisher_image),
             registry_access=_registry_access(registry_config, registry_ca_file, plain_http_registries),
             model_status=StatusMode.parse(model_status),
-            webhook=_webhook(admission_webhook, admission_webhook_cert, admission_webhook_key),
+            webhook=_webhook(admission_webhook, admission_webhook_cert, admission_webhook_key, limits),
             evict_on_revoke=evict_on_revoke,
             allow_plain_http_sources=allow_plain_http_sources,
             publisher_signing=signing,
             discover_image_attestations=discover_image_attestations,
+            admission_policy=admission,
+            admission_policy_ref=admission_ref,
+            allow_unattested_weight_paths=allow_unattested_weight_paths,
         )
 
 

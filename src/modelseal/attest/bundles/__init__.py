@@ -1,0 +1,1 @@
+"""Sigstore bundles: certificates, keyless identities, OpenSSF Model Signing predicates and signing."""

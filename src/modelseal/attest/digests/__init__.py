@@ -1,0 +1,1 @@
+"""File and directory digests, and the tree walk that decides which files a model holds."""

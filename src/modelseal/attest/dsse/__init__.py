@@ -1,0 +1,1 @@
+"""DSSE envelopes: reading them strictly, the in-toto Statement, public keys and signature checks."""

@@ -1,0 +1,92 @@
+"""in-toto Statement v1, parsed from verified payload bytes.
+
+Only ``https://in-toto.io/Statement/v1`` is accepted. v0.1 statements and
+in-toto links or layouts get reasons of their own, so nobody mistakes a legacy
+document for a current one. Unknown fields are kept and ignored, as the
+in-toto parsing rules ask.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from modelseal.attest.dsse import gojson
+from modelseal.attest.dsse.validation import first_error
+from modelseal.attest.verdict import Reason
+from modelseal.errors import VerificationError
+
+__all__ = ["STATEMENT_V1", "ResourceDescriptor", "Statement", "parse_statement"]
+
+STATEMENT_V1 = "https://in-toto.io/Statement/v1"
+_LEGACY_STATEMENTS = ("https://in-toto.io/Statement/v0.1", "https://in-toto.io/Statement/v0.2")
+MAX_SUBJECTS = 10_000
+
+
+class ResourceDescriptor(BaseModel):
+    """A subject: a name and its digests (algorithm -> lowercase hex)."""
+
+    model_config = ConfigDict(extra="allow", strict=True, frozen=True)
+
+    name: str = ""
+    uri: str = ""
+    digest: dict[str, str] = Field(default_factory=dict)
+
+
+class Statement(BaseModel):
+    """A parsed Statement v1. ``predicate`` keeps its key order."""
+
+    model_config = ConfigDict(extra="allow", strict=True, frozen=True, populate_by_name=True)
+
+    type: str = Field(alias="_type")
+    subject: list[ResourceDescriptor] = Field(max_length=MAX_SUBJECTS)
+    predicate_type: str = Field(alias="predicateType")
+    predicate: dict[str, Any] | None = None
+
+    def digests(self, algorithm: str = "sha256") -> list[str]:
+        """Every subject's digest for ``algorithm``, in order."""
+        return [s.digest[algorithm] for s in self.subject if algorithm in s.digest]
+
+
+def _fail(reason: Reason, message: str) -> VerificationError:
+    return VerificationError(message, reason=reason.value)
+
+
+def parse_statement(payload: bytes) -> Statement:
+    """Parse verified payload bytes as an in-toto Statement v1.
+
+    Raises:
+        VerificationError: not JSON, an in-toto link or layout, a legacy or
+            unknown ``_type``, or fields of the wrong type.
+    """
+    try:
+        raw = gojson.loads(payload)
+    except gojson.JSONFormatError as e:
+        raise _fail(Reason.STATEMENT_INVALID, f"payload is not an in-toto statement: {e}") from None
+    if not isinstance(raw, dict):
+        raise _fail(Reason.STATEMENT_INVALID, "payload is not an in-toto statement: not a JSON object")
+    kind = raw.get("_type")
+    if kind in ("link", "layout"):
+        raise _fail(
+            Reason.NOT_A_STATEMENT,
+            f"payload is an in-toto {kind}, not an attestation statement",
+        )
+    if kind in _LEGACY_STATEMENTS:
+        raise _fail(
+            Reason.STATEMENT_LEGACY,
+            f"statement type {gojson.go_quote(str(kind))} is a legacy in-toto version;"
+            f" only {STATEMENT_V1} is accepted",
+        )
+    if kind != STATEMENT_V1:
+        shown = gojson.go_quote(kind) if isinstance(kind, str) else str(kind)
+        raise _fail(
+            Reason.STATEMENT_INVALID,
+            f"statement type {shown}, want {gojson.go_quote(STATEMENT_V1)}",
+        )
+    try:
+        return Statement.model_validate(raw)
+    except ValidationError as e:
+        raise _fail(
+            Reason.STATEMENT_INVALID, f"payload is not an in-toto statement: {first_error(e)}"
+        ) from None

@@ -1,0 +1,1 @@
+"""Trust policies: the keys, certificate roots and Sigstore identities a verification accepts."""

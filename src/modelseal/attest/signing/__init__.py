@@ -1,0 +1,1 @@
+"""Signing: private keys, signers (key files and signer URIs) and the envelopes they sign."""

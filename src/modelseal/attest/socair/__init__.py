@@ -1,0 +1,1 @@
+"""Socair's attestation report and socair-compatible verification of an envelope."""

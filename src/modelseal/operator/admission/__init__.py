@@ -1,0 +1,1 @@
+"""Admission: the decision for Pods and InferenceServices, the webhook that serves it, eviction on revoke."""

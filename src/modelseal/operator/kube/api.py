@@ -1,0 +1,213 @@
+"""The few Kubernetes API calls the operator makes, over one async HTTP client.
+
+Reads ConfigMaps uncached (as LLMKube does), patches ``models/status`` with a
+merge patch, posts core/v1 Events, and for ``prefetchOCI`` creates and reads
+publication Jobs, lists their pods and checks a push Secret's type (its data
+is never kept). Credentials come from kopf's login
+(in-cluster service account or kubeconfig), through
+:class:`~modelseal.operator.kube.client.KubeClient`, which caps every body.
+Every path is built by :func:`~modelseal.operator.kube.names.api_path` (names
+checked, then quoted).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from modelseal.errors import InputError, KubeError
+from modelseal.operator.decide.gate import ConfigMapRead
+from modelseal.operator.kube.client import LIST_LIMIT, OBJECT_LIMIT, KubeClient
+from modelseal.operator.kube.names import api_path, check_subdomain
+from modelseal.operator.settings import GROUP, PLURAL, VERSION
+from modelseal.operator.status.modes import FIELD_MANAGER
+
+__all__ = ["LIST_LIMIT", "OBJECT_LIMIT", "KubeApi", "StatusConflictError"]
+
+_CORE, _BATCH, _MODELS = "/api/v1", "/apis/batch/v1", f"/apis/{GROUP}/{VERSION}"
+
+
+class StatusConflictError(KubeError):
+    """A status write carried a resourceVersion the Model no longer has: read it again."""
+
+
+class KubeApi(KubeClient):
+    """The calls the operator makes: ConfigMaps, Jobs, pods, Secrets' types, Model status, Events."""
+
+    async def read_configmap(self, namespace: str, name: str) -> ConfigMapRead:
+        """A ConfigMap, or the API's error text (``configmaps "x" not found``)."""
+        if not name:
+            return ConfigMapRead(error="the ConfigMap name is empty")
+        try:
+            r = await self._call("GET", api_path(_CORE, namespace, "configmaps", name))
+        except (InputError, KubeError) as e:  # a bad name is never asked for; a failure is a reason
+            return ConfigMapRead(error=str(e))
+        if r.status_code == 404:
+            return ConfigMapRead(error=f'configmaps "{name}" not found')
+        if r.status_code != 200:
+            return ConfigMapRead(error=self._message(r))
+        body = r.json()
+        if not isinstance(body, dict):
+            return ConfigMapRead(error=f"ConfigMap {namespace}/{name}: the API's answer is not an object")
+        return ConfigMapRead.from_object(body)
+
+    async def _object(self, path: str, what: str) -> dict[str, Any] | None:
+        r = await self._call("GET", path)
+        if r.status_code == 404:
+            return None
+        if r.status_code != 200:
+            raise KubeError(f"read {what}: {self._message(r)}")
+        body = r.json()
+        if not isinstance(body, dict):
+            raise KubeError(f"read {what}: the API's answer is not an object")
+        return body
+
+    async def read_job(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """A Job, or None when there is none.
+
+        Raises:
+            KubeError: the API refused or failed.
+        """
+        return await self._object(api_path(_BATCH, namespace, "jobs", name), f"Job {namespace}/{name}")
+
+    async def create_job(self, job: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
+        """Create ``job``: (the Job, True); one that already exists under its name is read back,
+        (that Job, False), for the caller to judge (this call did not make it).
+
+        Raises:
+            KubeError: the API refused (quota, admission) or failed.
+        """
+        meta = job.get("metadata") or {}
+        namespace, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
+        r = await self._call("POST", api_path(_BATCH, namespace, "jobs"), json=dict(job))
+        if r.status_code == 409:
+            existing = await self.read_job(namespace, name)
+            if existing is not None:
+                return existing, False
+        if r.status_code not in (200, 201):
+            raise KubeError(f"create Job {namespace}/{name}: {self._message(r)}")
+        body = r.json()
+        if not isinstance(body, dict):
+            raise KubeError(f"create Job {namespace}/{name}: the API's answer is not an object")
+        return body, True
+
+    async def list_job_pods(self, namespace: str, job: str) -> list[dict[str, Any]]:
+        """The pods a Job made (asked by label; the caller still checks ownership).
+
+        Raises:
+            KubeError: the API refused or failed.
+        """
+        check_subdomain(job, "Job name")
+        return await self._pods(namespace, f"job-name={job}", f"Job {namespace}/{job}")
+
+    async def _pods(self, namespace: str, selector: str, of: str) -> list[dict[str, Any]]:
+        r = await self._call("GET", api_path(_CORE, namespace, "pods"), limit=LIST_LIMIT,
+                             params={"labelSelector": selector})  # fmt: skip
+        if r.status_code != 200:
+            raise KubeError(f"list the pods of {of}: {self._message(r)}")
+        found = r.json()
+        items = found.get("items") if isinstance(found, dict) else None
+        return [p for p in items if isinstance(p, dict)] if isinstance(items, list) else []
+
+    async def secret_type(self, namespace: str, name: str) -> tuple[str, frozenset[str]] | None:
+        """A Secret's type and key names (never its values), or None when there is none.
+
+        Raises:
+            KubeError: the API refused (no ``get`` on secrets) or failed.
+        """
+        secret = await self._object(api_path(_CORE, namespace, "secrets", name), f"Secret {namespace}/{name}")
+        if secret is None:
+            return None
+        data = secret.get("data")
+        return str(secret.get("type") or ""), frozenset(data if isinstance(data, dict) else ())
+
+    async def patch_model_status(
+        self, namespace: str, name: str, patch: Mapping[str, Any]
+    ) -> dict[str, Any] | None:
+        """Merge-patch ``status`` through the status subresource; return the Model as written.
+
+        A patch that names ``metadata.resourceVersion`` is refused when the Model changed.
+
+        Raises:
+            StatusConflictError: that happened (409).
+            KubeError: the API refused or failed (a vanished Model is not an error: None).
+        """
+        r = await self._call(
+            "PATCH",
+            api_path(_MODELS, namespace, PLURAL, name, "status"),
+            json=dict(patch),
+            params={"fieldManager": FIELD_MANAGER},
+            headers={"Content-Type": "application/merge-patch+json"},
+        )
+        if r.status_code == 409:
+            raise StatusConflictError(f"patch Model {namespace}/{name} status: {self._message(r)}")
+        if r.status_code not in (200, 201, 404):
+            raise KubeError(f"patch Model {namespace}/{name} status: {self._message(r)}")
+        body = r.json() if r.status_code != 404 else None
+        return body if isinstance(body, dict) else None
+
+    async def post_event(
+        self, model: Mapping[str, Any], kind: str, reason: str, message: str, now: datetime.datetime
+    ) -> None:
+        """A core/v1 Event about the Model (best effort: a failure is not raised)."""
+        meta = model.get("metadata") or {}
+        namespace, name = meta.get("namespace", "default"), meta.get("name", "")
+        stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": f"{name}.{uuid.uuid4().hex[:16]}", "namespace": namespace},
+            "involvedObject": {
+                "apiVersion": f"{GROUP}/{VERSION}",
+                "kind": "Model",
+                "name": name,
+                "namespace": namespace,
+                "uid": meta.get("uid", ""),
+            },
+            "reason": reason,
+            "message": message[:1024],
+            "type": kind,
+            "source": {"component": "modelseal-operator"},
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+        }
+        with contextlib.suppress(InputError, KubeError):
+            await self._call("POST", api_path(_CORE, str(namespace), "events"), json=event)
+
+    async def read_model(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """A Model as the API has it now, or None when there is none.
+
+        Raises:
+            KubeError: the API refused or failed.
+        """
+        return await self._object(api_path(_MODELS, namespace, PLURAL, name), f"Model {namespace}/{name}")
+
+    async def list_labelled_pods(self, namespace: str, label: str, value: str) -> list[dict[str, Any]]:
+        """The Pods whose ``label`` is ``value``: LLMKube's ``inference.llmkube.dev/model`` (a Model)
+        or ``inference.llmkube.dev/service`` (an InferenceService); the value is checked as a name.
+
+        Raises:
+            KubeError: the API refused or failed.
+        """
+        what = "Model" if label.endswith("/model") else "InferenceService"
+        check_subdomain(value, f"{what} name")
+        return await self._pods(namespace, f"{label}={value}", f"{what} {namespace}/{value}")
+
+    async def evict_pod(self, namespace: str, name: str) -> bool:
+        """Evict a Pod through the Eviction API (PodDisruptionBudgets hold); False when one refused.
+
+        Raises:
+            KubeError: the API refused otherwise, or failed.
+        """
+        eviction = {"apiVersion": "policy/v1", "kind": "Eviction",
+                    "metadata": {"name": name, "namespace": namespace}}  # fmt: skip
+        r = await self._call("POST", api_path(_CORE, namespace, "pods", name, "eviction"), json=eviction)
+        if r.status_code == 429:  # a disruption budget holds it: the next recheck tries again
+            return False
+        if r.status_code not in (200, 201, 404):
+            raise KubeError(f"evict Pod {namespace}/{name}: {self._message(r)}")
+        return True

@@ -1,0 +1,141 @@
+"""Writing a judgement to a Model: the mode's patch, a raced write done again, a second writer.
+
+What is written is :class:`~modelseal.operator.status.modes.StatusWriter`'s to
+say (``full`` or ``conditions``); this module does the I/O. A write carries
+the ``resourceVersion`` it was computed from: when LLMKube wrote in between,
+the API server refuses it (409), the Model is read again and the write
+recomputed, so LLMKube's conditions are never erased; when the Model read
+again is another object (deleted and created again under the same name while
+it was judged: its ``metadata.uid`` differs), nothing is written, since the
+judgement is not about it. In full mode,
+another controller writing ``status.phase`` (another manager of
+``f:status.f:phase`` in ``managedFields``, or the phase changed under modelseal
+three times) stops modelseal writing that Model, with a Warning Event, a metric
+and a log line naming ``--model-status=conditions``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any
+
+from modelseal.operator.decide.judgement import Judgement, generation_of, uid_of
+from modelseal.operator.kube.api import KubeApi, StatusConflictError
+from modelseal.operator.metrics import OperatorMetrics
+from modelseal.operator.settings import StatusMode
+from modelseal.operator.status.conditions import desired_status, transitions
+from modelseal.operator.status.modes import StatusWriter, phase_writers
+from modelseal.text import printable
+
+__all__ = ["ModelStatus"]
+
+_logger = logging.getLogger(__name__)
+_ATTEMPTS = 5  # a write that races LLMKube's is recomputed from a fresh read this often
+_FLIPS = 3  # full mode: the phase changed under modelseal this often, so another controller writes it
+
+ModelKey = tuple[str, str]
+
+
+class ModelStatus:
+    """Writes judgements in the operator's status mode; remembers who else writes ``phase``."""
+
+    def __init__(self, mode: StatusMode, metrics: OperatorMetrics) -> None:
+        self.writer = StatusWriter(mode)
+        self.metrics = metrics
+        self.contested: dict[ModelKey, str] = {}  # full mode: Models whose phase another controller writes
+        self._phase_written: dict[ModelKey, str] = {}
+        self._flips: dict[ModelKey, int] = {}
+
+    def forget(self, key: ModelKey) -> None:
+        for kept in (self.contested, self._phase_written, self._flips):
+            kept.pop(key, None)
+
+    async def write(
+        self,
+        api: KubeApi,
+        key: ModelKey,
+        model: dict[str, Any],
+        judged: Judgement,
+        now: datetime,
+        remember: Callable[[Mapping[str, Any]], dict[str, Any]],
+    ) -> None:
+        """Write what the mode writes of ``judged`` if anything changed; post its Events.
+
+        ``remember`` keeps a Model read afresh after a conflict and returns the kept copy.
+
+        Raises:
+            KubeError: the API refused or failed.
+        """
+        generation, uid = generation_of(model), uid_of(model)
+        if self.writer.mode is StatusMode.CONDITIONS and not model["metadata"].get("resourceVersion"):
+            fresh = await api.read_model(*key)  # a write without a precondition could erase LLMKube's
+            if fresh is None or not _same(fresh, uid):
+                return
+            model = remember(fresh)
+        for _ in range(_ATTEMPTS):
+            status = model["status"]
+            view = self.writer.view(status)
+            decided = desired_status(view, generation, judged.outcome, now, judged.publication, judged.source)
+            desired = self.writer.desired(status, decided, generation, now)
+            patch = self.writer.patch(status, desired, model["metadata"].get("resourceVersion"))
+            if patch is None or await self._contested(api, key, model, desired, now):
+                return
+            try:
+                written = await api.patch_model_status(key[0], key[1], patch)
+            except StatusConflictError:
+                fresh = await api.read_model(*key)
+                if fresh is None or not _same(
+                    fresh, uid
+                ):  # deleted, or created again: the judgement is not its
+                    _logger.info("Model %s/%s was replaced while its status was written; not written", *key)
+                    return
+                model = remember(fresh)
+                continue
+            model["status"] = desired
+            if written is not None:
+                model["metadata"]["resourceVersion"] = (written.get("metadata") or {}).get("resourceVersion")
+            if "phase" in patch["status"]:
+                self._phase_written[key] = desired["phase"]
+            self.metrics.status_writes.inc()
+            for event in transitions(self.writer.events_view(view), self.writer.events_view(decided)):
+                await api.post_event(model, event.type, event.reason, event.message, now)
+                if event.reason in ("PublicationSucceeded", "PublicationFailed"):
+                    self.metrics.publications.labels(phase=event.reason.removeprefix("Publication")).inc()
+            _logger.info("Model %s/%s: %s", key[0], key[1], judged.summary())
+            return
+        _logger.warning("Model %s/%s: status not written, it kept changing under modelseal", *key)
+
+    async def _contested(
+        self, api: KubeApi, key: ModelKey, model: Mapping[str, Any], desired: Mapping[str, Any], now: datetime
+    ) -> bool:
+        """Full mode: is another controller writing this Model's phase? Then stop flipping it."""
+        if self.writer.mode is not StatusMode.FULL:
+            return False
+        if key in self.contested:
+            return True
+        current, written = model["status"].get("phase"), self._phase_written.get(key)
+        if written is not None and current != written and desired.get("phase") != current:
+            self._flips[key] = self._flips.get(key, 0) + 1
+        writers = phase_writers(model["metadata"])
+        if not writers and self._flips.get(key, 0) < _FLIPS:
+            return False
+        who = (
+            ", ".join(printable(w) for w in writers)
+            or f"another controller (the phase changed under modelseal {_FLIPS} times)"
+        )
+        self.contested[key] = who
+        message = (
+            f"status.phase is also written by {who}: modelseal stops writing this Model's status;"
+            " beside LLMKube, run the operator with --model-status=conditions"
+        )
+        self.metrics.status_conflicts.inc()
+        _logger.error("Model %s/%s: %s", key[0], key[1], message)
+        await api.post_event(model, "Warning", "SecondStatusWriter", message, now)
+        return True
+
+
+def _same(fresh: Mapping[str, Any], uid: str) -> bool:
+    """Whether a Model read afresh is the object judged (no uid judged: whatever has the name)."""
+    return not uid or uid_of(fresh) == uid

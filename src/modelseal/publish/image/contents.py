@@ -1,0 +1,246 @@
+"""What an image holds: its manifest, parsed strictly, and the bytes its layers serve.
+
+:func:`describe` reads the manifest alone. Its file digests and sizes come
+from layer annotations, which whoever pushes the image writes, so they bind
+nothing; :func:`check_served` reads every layer's bytes
+(:mod:`modelseal.publish.image.layer_content`) and is the consumer check for an
+``oci://`` source. A manifest of the wrong shape, a foreign layer (``urls``),
+or titles an unpacker could resolve to one path twice (repeated, nested in
+each other, ``..``, absolute, control characters) is refused when parsed.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from typing import Any
+
+from modelseal.errors import InputError, RegistryError, VerificationError
+from modelseal.publish.image import layout, media_types, modelpack_read
+from modelseal.publish.image.layer_content import LayerFile, read_layer
+from modelseal.publish.registry.client import MANIFEST_TYPES, RegistryClient
+from modelseal.publish.registry.reference import ImageReference
+from modelseal.publish.registry.replies import json_object
+
+__all__ = ["check_primary", "check_served", "describe", "primary_file", "served_files"]
+
+DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
+# uncompressed tar: what is hashed is what is unpacked
+LAYER_TYPES = (layout.MEDIA_LAYER, "application/vnd.docker.image.rootfs.diff.tar")
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_DIGITS = re.compile(r"[0-9]{1,20}")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def _text_map(value: Any, what: str, where: str) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise RegistryError(f"{where}: the manifest's {what} is not a map of strings")
+    return value
+
+
+def _layer(layer: Any, index: int, where: str, pack: bool = False) -> dict[str, Any]:
+    what = f"layers[{index}]"
+    if not isinstance(layer, dict):
+        raise RegistryError(f"{where}: the manifest's {what} is not an object")
+    digest, size, media_type = layer.get("digest"), layer.get("size"), layer.get("mediaType")
+    if not isinstance(digest, str) or not _DIGEST.fullmatch(digest):
+        raise RegistryError(f"{where}: the manifest's {what}.digest is not sha256: and 64 hex digits")
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        raise RegistryError(f"{where}: the manifest's {what}.size is not a non-negative integer")
+    if not isinstance(media_type, str):
+        raise RegistryError(f"{where}: the manifest's {what}.mediaType is not a string")
+    if "urls" in layer:
+        raise VerificationError(f"{where}: {what} is a foreign layer (urls): its bytes come from elsewhere")
+    notes = _text_map(layer.get("annotations"), f"{what}.annotations", where)
+    file_size, sha256 = notes.get(layout.ANN_FILE_SIZE), notes.get(layout.ANN_FILE_SHA256)
+    if file_size is not None and not _DIGITS.fullmatch(file_size):
+        raise RegistryError(f"{where}: {what}'s {layout.ANN_FILE_SIZE} is not a decimal number")
+    if sha256 is not None and not _HEX64.fullmatch(sha256):
+        raise RegistryError(f"{where}: {what}'s {layout.ANN_FILE_SHA256} is not 64 lowercase hex digits")
+    entry = {"path": notes.get(layout.ANN_TITLE), "size": int(file_size) if file_size is not None else None,
+             "sha256": sha256, "layer": digest, "layerSize": size, "mediaType": media_type}  # fmt: skip
+    return modelpack_read.layer_file(entry, notes, what, where) if pack else entry
+
+
+def _check_titles(titles: list[str], where: str) -> None:
+    """Each title names one file an unpacker writes at one place: no two resolve alike."""
+    for title in titles:
+        if _CONTROL.search(title):
+            raise VerificationError(f"{where}: the layer title {title!r} holds a control character")
+        if any(part.startswith(".wh.") for part in title.split("/")):
+            raise VerificationError(f"{where}: the layer title {title!r} is a whiteout, which deletes files")
+    try:
+        layout.validate_paths(titles)
+    except InputError as e:
+        raise VerificationError(f"{where}: a layer title: {e}") from None
+
+
+def describe(client: RegistryClient, ref: ImageReference) -> dict[str, Any]:
+    """The image's digest, primary file, source and files (path, size, SHA-256, layer).
+
+    File paths, digests and sizes come from modelseal's layer annotations;
+    for images made by other tools they are ``None``.
+
+    Raises:
+        RegistryError: no such image, not an image manifest, malformed, or unreadable.
+        VerificationError: the titles are unsafe or repeat, or a layer is foreign.
+    """
+    reference = ref.digest or ref.tag or "latest"
+    got = client.get_manifest(reference)
+    if got is None:
+        raise RegistryError(f"{ref}: no such image")
+    body, media_type, digest = got
+    manifest = json_object(body, str(ref))
+    kind = manifest.get("mediaType") or media_type
+    if kind not in (layout.MEDIA_MANIFEST, DOCKER_MANIFEST) or "manifests" in manifest:
+        raise RegistryError(f"{ref}: {str(kind)[:100]!r} is not a single image manifest")
+    if media_type in MANIFEST_TYPES and media_type != kind:
+        raise RegistryError(f"{ref}: the registry calls the manifest {media_type}, the manifest says {kind}")
+    layers = manifest.get("layers")
+    if not isinstance(layers, list):
+        raise RegistryError(f"{ref}: the manifest's layers is not a list")
+    pack = modelpack_read.is_modelpack(manifest, str(ref))
+    if pack and len(layers) > layout.MAX_FILES:  # refused before each is parsed
+        raise VerificationError(f"{ref}: {len(layers)} layers is more than the {layout.MAX_FILES} files read")
+    files = [_layer(layer, i, str(ref), pack) for i, layer in enumerate(layers)]
+    titles = [f["path"] for f in files if f["path"] is not None]
+    if titles:
+        _check_titles(titles, str(ref))
+    notes = _text_map(manifest.get("annotations"), "annotations", str(ref))
+    primary = notes.get(layout.ANN_PRIMARY)
+    extra: dict[str, Any] = {"format": "image"}
+    if pack:
+        extra = {"format": "modelpack", **modelpack_read.read_config(client, manifest, files, str(ref))}
+        primary = primary or modelpack_read.primary_path(files)
+    if primary is not None and primary not in titles:
+        raise VerificationError(
+            f"{ref}: the manifest names the primary file {primary!r}, which no layer holds"
+        )
+    return {
+        "image": ref.pinned(digest).oci,
+        "digest": digest,
+        "primary": primary,
+        "source": notes.get(layout.ANN_SOURCE),
+        "files": files,
+        **extra,
+    }
+
+
+def primary_file(info: dict[str, Any]) -> dict[str, Any]:
+    """The primary file's entry of :func:`describe`'s result: the one named, else the first.
+
+    Raises:
+        VerificationError: the image has no titled layer to be the primary file.
+    """
+    files = info.get("files") or []
+    primary = info.get("primary") or (files[0]["path"] if files else None)
+    entry = next((f for f in files if primary is not None and f.get("path") == primary), None)
+    if entry is None:
+        raise VerificationError(f"{info.get('image')}: the image names no primary file")
+    return dict(entry)
+
+
+def check_primary(info: dict[str, Any], sha256: str) -> None:
+    """Compare ``sha256`` with the digest the image's annotations record for its primary file.
+
+    Annotations are whatever the image's pusher wrote: this reads no byte
+    that is served (see :func:`check_served`).
+
+    Raises:
+        VerificationError: another digest is recorded, or none is.
+    """
+    want = sha256.strip().lower()
+    entry = primary_file(info)
+    if not entry.get("sha256"):
+        raise VerificationError(
+            f"{info.get('image')}: the image records no SHA-256 for its primary file,"
+            f" so {want} cannot be checked"
+        )
+    if entry["sha256"] != want:
+        raise VerificationError(
+            f"{info.get('image')}: the primary file {entry['path']} is recorded as {entry['sha256']},"
+            f" not {want}"
+        )
+
+
+def _read_file(
+    client: RegistryClient,
+    info: dict[str, Any],
+    i: int,
+    stop: threading.Event | None,
+    primary: tuple[str, str] | None = None,
+) -> LayerFile:
+    """Layer ``i``'s one file, its blob streamed once: the primary file (path, SHA-256) must
+    have that digest, and its annotations must agree with its bytes."""
+    entry, image = (info.get("files") or [])[i], info.get("image")
+    where = f"{image}: layer {i}" + (f" ({entry['path']})" if entry.get("path") else "")
+    if entry.get("path") is None:
+        raise VerificationError(f"{where} has no title, so which file it holds is unknown")
+    if entry.get("raw"):  # the layer is the file: its digest binds the bytes, no byte need be read
+        got = modelpack_read.raw_file(client, entry, where)
+    elif entry["mediaType"] not in LAYER_TYPES and not _uncompressed_pack(entry["mediaType"]):
+        raise VerificationError(f"{where} is {entry['mediaType'][:100]!r}, not an uncompressed tar layer")
+    else:
+        with client.open_blob(entry["layer"]) as chunks:
+            got = read_layer(chunks, digest=entry["layer"], size=entry["layerSize"], title=entry["path"],
+                             where=where, stop=stop)  # fmt: skip
+    if primary is not None and got.path == primary[0] and got.sha256 != primary[1]:
+        raise VerificationError(
+            f"{image}: the primary file {got.path} has SHA-256 {got.sha256}, not {primary[1]}"
+        )
+    if entry.get("sha256") not in (None, got.sha256) or entry.get("size") not in (None, got.size):
+        raise VerificationError(
+            f"{where}: its annotations record {entry.get('sha256')} ({entry.get('size')} bytes);"
+            f" its bytes are {got.sha256} ({got.size} bytes)"
+        )
+    return got
+
+
+def _uncompressed_pack(media_type: str) -> bool:
+    kind = media_types.parse_layer_type(media_type)
+    return kind is not None and kind.form == "tar"
+
+
+def check_served(
+    client: RegistryClient, info: dict[str, Any], sha256: str, *, stop: threading.Event | None = None
+) -> list[LayerFile]:
+    """The consumer check for ``oci://`` sources: the primary file's bytes hash to ``sha256``.
+
+    Every layer is streamed once and must be one regular file named as its
+    title, so no other layer can replace the primary file when the image is
+    unpacked; an annotation that disagrees with the bytes is refused too.
+    Returns the files read, in layer order.
+
+    Raises:
+        VerificationError: the bytes differ, or the image is not modelseal's shape.
+        RegistryError: a layer cannot be read, or its bytes do not match its digest.
+    """
+    want = sha256.strip().lower()
+    primary = primary_file(info)
+    files = info.get("files") or []
+    # the primary file first: a refusal comes without reading the rest
+    order = sorted(range(len(files)), key=lambda i: files[i].get("path") != primary["path"])
+    found: dict[int, LayerFile] = {}
+    for i in order:
+        found[i] = _read_file(client, info, i, stop, (primary["path"], want))
+    return [found[i] for i in range(len(files))]
+
+
+def served_files(
+    client: RegistryClient, info: dict[str, Any], *, stop: threading.Event | None = None
+) -> list[LayerFile]:
+    """Every file the image serves, each layer's bytes read and hashed, in layer order.
+
+    The same rules as :func:`check_served` (one regular file per layer, named as
+    its title; annotations agree with the bytes), without a digest to compare:
+    for callers that compare the whole file list (an OpenSSF Model Signing
+    signature's).
+
+    Raises:
+        VerificationError: the image is not modelseal's shape.
+        RegistryError: a layer cannot be read, or its bytes do not match its digest.
+    """
+    return [_read_file(client, info, i, stop) for i in range(len(info.get("files") or []))]

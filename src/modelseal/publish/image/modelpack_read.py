@@ -1,0 +1,175 @@
+"""Reading a ModelPack v1 artifact, whoever pushed it: its layers' files and its config.
+
+:func:`layer_file` turns one layer descriptor into the file it serves. The
+path is the layer's ``org.cncf.model.filepath``; a raw layer's ``org.opencontainers.image.title``
+(where ``oras pull`` and CRI-O's artifact mounts put the file) must name the same
+path, or two consumers would write the file in two places (a tar layer's title
+names the archive, as ``oras push`` writes it, not the file inside). For a ``raw`` layer
+the layer *is* the file, so its SHA-256 and size are the descriptor's digest and
+size: the registry addresses the blob by that digest and every runtime checks
+the bytes it pulls against it, so binding a file digest needs no layer bytes
+(:func:`raw_file` asks the registry, with a HEAD and no byte of the blob, that it
+holds the blob at the manifest's size). For a ``tar`` layer the file's digest is known only from its bytes
+(:func:`modelseal.publish.image.contents.check_served`) or from modelseal's
+annotations, which bind nothing.
+
+:func:`read_config` fetches the config by digest (capped), validates it against the
+spec's schema (:mod:`modelseal.publish.image.modelpack_config`) and checks that its
+``diffIds`` are the layers' (uncompressed layers are their own diffIds).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from modelseal.errors import RegistryError, VerificationError
+from modelseal.publish.image import layout, media_types
+from modelseal.publish.image.layer_content import LayerFile
+from modelseal.publish.image.modelpack_config import MAX_CONFIG_BYTES, parse_config
+from modelseal.publish.referrers.envelopes import _read_blob
+from modelseal.publish.referrers.store import DIGEST_PATTERN
+from modelseal.publish.registry.client import RegistryClient
+
+__all__ = [
+    "is_modelpack",
+    "layer_file",
+    "primary_path",
+    "raw_file",
+    "read_config",
+    "served_info",
+    "signed_as_held",
+]
+
+
+def is_modelpack(manifest: dict[str, Any], where: str) -> bool:
+    """Whether a manifest is a ModelPack artifact (its config type says so).
+
+    Raises:
+        RegistryError: the artifactType and the config type disagree.
+    """
+    config = manifest.get("config")
+    config_type = config.get("mediaType") if isinstance(config, dict) else None
+    artifact_type = manifest.get("artifactType")
+    pack = config_type == media_types.MODEL_CONFIG
+    if artifact_type == media_types.MODEL_MANIFEST and not pack:
+        raise RegistryError(f"{where}: a ModelPack artifactType with a {str(config_type)[:100]!r} config")
+    if pack and artifact_type not in (None, media_types.MODEL_MANIFEST):
+        raise RegistryError(f"{where}: a ModelPack config in a {str(artifact_type)[:100]!r} artifact")
+    return pack
+
+
+def layer_file(entry: dict[str, Any], notes: dict[str, str], what: str, where: str) -> dict[str, Any]:
+    """``entry`` (a parsed layer: digest, size, media type, modelseal's notes) as a ModelPack file.
+
+    Raises:
+        VerificationError: an unknown layer type, a title naming another path, or a raw
+            layer whose notes record another digest or size than the layer's own.
+    """
+    kind = media_types.parse_layer_type(entry["mediaType"])
+    if kind is None:
+        raise VerificationError(
+            f"{where}: {what} is {entry['mediaType'][:100]!r}, not a ModelPack layer type"
+        )
+    path, title = notes.get(media_types.ANN_FILEPATH), notes.get(layout.ANN_TITLE)
+    if kind.raw and title is not None and title != path:
+        raise VerificationError(
+            f"{where}: {what} names its file {path!r} ({media_types.ANN_FILEPATH}) and {title!r} (title)"
+        )
+    out = {**entry, "path": path, "role": kind.role, "raw": kind.raw}
+    if kind.raw:
+        sha256, size = entry["layer"].removeprefix("sha256:"), entry["layerSize"]
+        if entry.get("sha256") not in (None, sha256) or entry.get("size") not in (None, size):
+            raise VerificationError(
+                f"{where}: {what} is a raw layer of {size} bytes, {entry['layer']}; its annotations record"
+                f" {entry.get('sha256')} ({entry.get('size')} bytes)"
+            )
+        out["sha256"], out["size"] = sha256, size
+    return out
+
+
+def raw_file(client: RegistryClient, entry: dict[str, Any], where: str) -> LayerFile:
+    """The file a raw layer is, read from the manifest; the registry asked (HEAD, no bytes)
+    that it holds the blob at the manifest's size, as a runtime's pull will check.
+
+    Raises:
+        RegistryError: no such blob, or the registry holds another size than the manifest says.
+    """
+    digest, size = entry["layer"], entry["layerSize"]
+    r = client.request("HEAD", f"/v2/{client.repository}/blobs/{digest}", what=f"check blob {digest[:19]}",
+                       ok=(200, 404))  # fmt: skip
+    if r.status_code == 404:
+        raise RegistryError(f"{where}: the registry holds no blob {digest}")
+    length, reported = r.headers.get("Content-Length", ""), r.headers.get("Docker-Content-Digest")
+    if length != str(size):
+        raise RegistryError(
+            f"{where}: the registry holds {length[:20] or 'an unknown number of'} bytes for the layer,"
+            f" the manifest's size is {size}"
+        )
+    if reported not in (None, digest):
+        raise RegistryError(f"{where}: the registry calls the blob {reported[:80]!r}, not {digest}")
+    return LayerFile(entry["path"], size, digest.removeprefix("sha256:"))
+
+
+def primary_path(files: list[dict[str, Any]]) -> str | None:
+    """The primary file of an artifact that names none: its first weight, else its first file."""
+    weights = [f["path"] for f in files if f.get("role") == "weight" and f.get("path")]
+    if weights:
+        return str(weights[0])
+    named = [f["path"] for f in files if f.get("path")]
+    return str(named[0]) if named else None
+
+
+def read_config(
+    client: RegistryClient, manifest: dict[str, Any], files: list[dict[str, Any]], where: str
+) -> dict[str, Any]:
+    """The artifact's config, read by digest and checked; returns its descriptor and config parts.
+
+    Raises:
+        RegistryError: unreadable, oversized, not the schema's shape, or diffIds that are not the layers'.
+    """
+    config = manifest["config"]
+    digest, size = config.get("digest"), config.get("size")
+    if not isinstance(digest, str) or not DIGEST_PATTERN.fullmatch(digest):
+        raise RegistryError(f"{where}: the config's digest is not sha256: and 64 hex digits")
+    if not isinstance(size, int) or isinstance(size, bool):
+        raise RegistryError(f"{where}: the config's size is not an integer")
+    if not 0 <= size <= MAX_CONFIG_BYTES:
+        raise RegistryError(f"{where}: the config's {size} bytes are not between 0 and {MAX_CONFIG_BYTES}")
+    parsed = parse_config(_read_blob(client, digest, size), where)
+    diff_ids = parsed.modelfs.diffIds
+    if len(diff_ids) != len(files):
+        raise RegistryError(f"{where}: the config lists {len(diff_ids)} diffIds for {len(files)} layers")
+    for i, (diff_id, f) in enumerate(zip(diff_ids, files, strict=True)):
+        kind = media_types.parse_layer_type(f["mediaType"])
+        if kind is not None and not kind.compressed and diff_id != f["layer"]:
+            raise RegistryError(
+                f"{where}: diffIds[{i}] is {diff_id[:80]!r}, but layer {i} is uncompressed, {f['layer']}"
+            )
+    return {
+        "descriptor": parsed.descriptor.model_dump(exclude_none=True),
+        "config": parsed.config.model_dump(exclude_none=True),
+    }
+
+
+def served_info(info: dict[str, Any], served: Sequence[LayerFile]) -> dict[str, Any]:
+    """``info`` with each file's SHA-256 and size as its bytes were read (a signer's view)."""
+    files = [
+        {**f, "sha256": got.sha256, "size": got.size} for f, got in zip(info["files"], served, strict=True)
+    ]
+    return {**info, "files": files}
+
+
+def signed_as_held(listed: list[dict[str, Any]], held: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The manifest's files, a tar layer's unrecorded SHA-256 and size taken from the signed list.
+
+    Another tool's tar layer records no file digest; the signer read its bytes when it
+    signed, and the layer digest (in the manifest the Statement's subject pins) fixes
+    those bytes, so the signed path and layer must match and the signed digest stands.
+    """
+    out = []
+    for i, h in enumerate(held):
+        signed = listed[i] if i < len(listed) else {}
+        same = signed.get("path") == h["path"] and signed.get("layer") == h["layer"]
+        out.append({k: signed.get(k) if same and h[k] is None else h[k] for k in h})
+    return out

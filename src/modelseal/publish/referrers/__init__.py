@@ -1,0 +1,1 @@
+"""Attestations beside an image: attached as OCI referrers, read back, signed and verified by digest."""

@@ -1,0 +1,1 @@
+"""The OCI distribution client: references, sessions, authentication, TLS trust, blobs and uploads."""

@@ -1,0 +1,95 @@
+"""Every AdmissionPolicy in docs/policy-cookbook.md loads, and its recipes refuse as the page shows."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from modelseal.attest.policy.admission_policy import AdmissionPolicy, load_any_policy
+from modelseal.attest.signing.private_keys import generate_key, write_key_pair
+from tests.cli.conftest import Run
+
+COOKBOOK = Path(__file__).resolve().parents[3] / "docs" / "policy-cookbook.md"
+POLICIES = re.findall(r"```yaml\n(.*?)```", COOKBOOK.read_text(), re.S)
+
+
+def keys_for(folder: Path, text: str) -> None:
+    for name in set(re.findall(r"file: (\w+)\.pub", text)):
+        if not (folder / f"{name}.pub").exists():
+            write_key_pair(str(folder / name), generate_key())
+
+
+@pytest.mark.parametrize("text", POLICIES, ids=lambda t: re.findall(r"name: ([\w-]+)", t)[0])
+def test_each_policy_loads(text: str, tmp_path: Path) -> None:
+    keys_for(tmp_path, text)
+    (tmp_path / "policy.yaml").write_text(text)
+    assert isinstance(load_any_policy(tmp_path / "policy.yaml"), AdmissionPolicy)
+
+
+def test_the_recipes_refuse_as_shown(cli: Run, tmp_path: Path) -> None:
+    for text in POLICIES:
+        keys_for(tmp_path, text)
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"weights" * 100)
+    digest = cli("digest", model).out.split()[0]
+
+    def attest(key: str, kind: str, predicate: object, out: str, *more: str) -> Path:
+        (tmp_path / "p.json").write_text(json.dumps(predicate))
+        r = cli("attest", model, "--key", tmp_path / f"{key}.key", *more, "--predicate-type", kind,
+                "--predicate", tmp_path / "p.json", "--out", tmp_path / out)  # fmt: skip
+        assert r.code == 0, r.err
+        return tmp_path / out
+
+    def policy(name: str) -> Path:
+        text = next(t for t in POLICIES if f"name: {name}" in t)
+        (tmp_path / f"{name}.yaml").write_text(text)
+        return tmp_path / f"{name}.yaml"
+
+    def workflow(
+        ref: str, path: str = ".github/workflows/release.yml", finished: str = "2026-11-30T12:00:00Z"
+    ) -> object:
+        return {"buildDefinition": {"externalParameters": {"workflow": {
+                    "ref": ref, "repository": "https://github.com/acme/models", "path": path}}},
+                "runDetails": {"metadata": {"finishedOn": finished}}}  # fmt: skip
+
+    slsa, bom_type = "https://slsa.dev/provenance/v1", "https://cyclonedx.org/bom"
+    main = attest("builder", slsa, workflow("refs/heads/main"), "provenance.dsse.json")
+    nightly = attest(
+        "builder", slsa, workflow("refs/tags/v1", ".github/workflows/nightly.yml"), "nightly.dsse.json"
+    )
+    r = cli("verify", main, nightly, "--policy", policy("tagged-release-build"), "--sha256", digest)
+    assert r.code == 1 and "none of 2 attestations of its type meets it" in r.err
+    tagged = attest("builder", slsa, workflow("refs/tags/v1.2.0"), "tagged.dsse.json")
+    r = cli("verify", main, nightly, tagged, "--policy", policy("tagged-release-build"), "--sha256", digest)
+    assert r.code == 0 and "by " + str(tagged) + " (signed by acme-builder)" in r.out
+
+    vulnerable = {"vulnerabilities": [{"id": "CVE-1", "ratings": [{"severity": "high"}]}]}
+    r = cli("verify", attest("scanner", bom_type, vulnerable, "bom.dsse.json"), "--policy", policy("clean-ml-bom"),
+            "--sha256", digest)  # fmt: skip
+    assert r.code == 1 and '"clean-ml-bom" rule_false' in r.err
+    low = {"vulnerabilities": [{"id": "CVE-2", "ratings": [{"severity": "low"}]}]}
+    r = cli("verify", attest("scanner", bom_type, low, "low.dsse.json"), "--policy", policy("clean-ml-bom"),
+            "--sha256", digest)  # fmt: skip
+    assert r.code == 0, r.err
+
+    release = "https://modelseal.dev/release/v1"
+    alone = attest("alice", release, {}, "release.dsse.json")
+    r = cli("verify", alone, "--policy", policy("two-release-signers"), "--sha256", digest, "--json")
+    assert r.code == 1 and json.loads(r.out)["requirements"][0]["reason"] == "threshold_not_met"
+    both = attest("alice", release, {}, "both.dsse.json", "--key", str(tmp_path / "bob.key"))
+    assert cli("verify", both, "--policy", policy("two-release-signers"), "--sha256", digest).code == 0
+
+    old = attest("builder", slsa, workflow("refs/tags/v1", finished="2026-09-01T12:00:00Z"), "old.dsse.json")
+    text = next(t for t in POLICIES if "name: recent-provenance" in t).split("  - name: recent-signature")[0]
+    (tmp_path / "age.yaml").write_text(text)
+    r = cli(
+        "verify", old, "--policy", tmp_path / "age.yaml", "--at", "2026-12-01T00:00:00Z", "--sha256", digest
+    )
+    assert r.code == 1 and '"recent-provenance" rule_false' in r.err
+    r = cli(
+        "verify", old, "--policy", tmp_path / "age.yaml", "--at", "2026-09-15T00:00:00Z", "--sha256", digest
+    )
+    assert r.code == 0, r.err

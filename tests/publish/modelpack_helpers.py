@@ -1,0 +1,82 @@
+"""ModelPack artifacts pushed as another tool (or an attacker with push rights) would."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from modelseal.publish.image import layout, media_types
+from modelseal.publish.registry.client import RegistryClient
+from modelseal.publish.registry.reference import parse_reference
+
+Layer = tuple[bytes, str, dict[str, str]]  # blob, media type, annotations
+
+
+def raw_layer(path: str, data: bytes, role: str = "weight") -> Layer:
+    return data, media_types.layer_type(role, "raw"), {media_types.ANN_FILEPATH: path}
+
+
+def tar_layer(path: str, data: bytes, role: str = "weight") -> Layer:
+    """A one-file tar as modelseal writes it, without modelseal's annotations (another tool's)."""
+    blob = layout.tar_header(path, len(data)) + data + layout.tar_trailer(len(data))
+    return blob, media_types.layer_type(role, "tar"), {media_types.ANN_FILEPATH: path}
+
+
+def config_for(diff_ids: list[str]) -> bytes:
+    doc = {
+        "descriptor": {"name": "crafted"},
+        "config": {},
+        "modelfs": {"type": "layers", "diffIds": diff_ids},
+    }
+    return json.dumps(doc).encode()
+
+
+def push_modelpack(
+    host: str,
+    repo_tag: str,
+    layers: list[Layer],
+    *,
+    config: bytes | None = None,
+    edit: Callable[[dict[str, Any]], None] | None = None,
+) -> str:
+    """Push a ModelPack artifact; ``config`` defaults to a valid one; ``edit`` changes the manifest.
+
+    Returns the ``oci://`` reference by digest.
+    """
+    ref = parse_reference(f"{host}/{repo_tag}", require="tag")
+    with RegistryClient(ref, plain_http=True, backoff=0.01) as client:
+        descriptors: list[dict[str, Any]] = [
+            {"mediaType": kind, "digest": client.upload_bytes(blob), "size": len(blob), "annotations": notes}
+            for blob, kind, notes in layers
+        ]
+        body = config if config is not None else config_for([d["digest"] for d in descriptors])
+        manifest: dict[str, Any] = {
+            "schemaVersion": 2,
+            "mediaType": layout.MEDIA_MANIFEST,
+            "artifactType": media_types.MODEL_MANIFEST,
+            "config": {
+                "mediaType": media_types.MODEL_CONFIG,
+                "digest": client.upload_bytes(body),
+                "size": len(body),
+            },
+            "layers": descriptors,
+        }
+        if edit is not None:
+            edit(manifest)
+        digest = client.put_manifest(
+            ref.tag or "latest", json.dumps(manifest).encode(), layout.MEDIA_MANIFEST
+        )
+    return f"oci://{host}/{ref.repository}@{digest}"
+
+
+def blob_file(registry_root: Path, digest: str) -> Path:
+    """Where docker-registry's filesystem driver keeps a blob's bytes."""
+    hexdigest = digest.removeprefix("sha256:")
+    return registry_root / "data/docker/registry/v2/blobs/sha256" / hexdigest[:2] / hexdigest / "data"
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
