@@ -22,8 +22,10 @@ DIGEST = "sha256:" + "ab" * 32
 
 
 def readme_specs() -> list[dict[str, Any]]:
-    """Every ```yaml block of the README that is a Model's spec."""
-    blocks = re.findall(r"```yaml\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)
+    """Every ```yaml block of the README and the docs that is a Model's spec."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    text = "\n".join(p.read_text() for p in pages)
+    blocks = re.findall(r"```yaml\n(.*?)```", text, flags=re.S)
     return [
         found["spec"] for found in map(yaml.safe_load, blocks) if isinstance(found, dict) and "spec" in found
     ]
@@ -66,7 +68,7 @@ async def test_each_documented_source_form_is_accepted(admin: Kube, namespace: s
 
 async def test_the_readme_and_example_models_are_accepted(admin: Kube, namespace: str) -> None:
     specs = readme_specs()
-    assert any("prefetchOCI" in s for s in specs), "the README's prefetchOCI example is gone"
+    assert any("prefetchOCI" in s for s in specs), "the docs' prefetchOCI example is gone"
     example = [d for d in yaml.safe_load_all((ROOT / "deploy" / "example" / "model.yaml").read_text())
                if d["kind"] == "Model"]  # fmt: skip
     for index, spec in enumerate([*specs, *(d["spec"] for d in example)]):
