@@ -155,7 +155,7 @@ async def test_an_attested_models_pods_are_created_and_a_revoke_evicts_them(
                      lambda found: not {p["metadata"]["uid"] for p in found} & first, timeout=90,
                      what="the admitted Model's Pods evicted")  # fmt: skip
     evicted = await models.event("PodsEvicted", "admitted", timeout=30)
-    assert evicted["message"].startswith("evicted 2 Pod(s) of a Model that is no longer admitted: ")
+    assert evicted["message"].startswith("evicted 2 Pod(s) of a Model that is no longer admitted")
     # the ReplicaSet tries to replace them; the webhook refuses every replacement
     replica_set = await _replica_set(admin, namespace, _failure, "the replacements refused")
     assert f"Model {namespace}/admitted (label {MODEL_LABEL}) is not admitted" in _failure(replica_set)
@@ -172,7 +172,8 @@ async def test_with_the_operator_down_model_pods_are_kept_out(
     await webhook.operator.stop()
     down = await webhook.create_pod(admin, "admitted")
     assert down.status_code == 500, down.text
-    assert 'failed calling webhook "pods.modelseal.dev"' in down.json()["message"]
+    # a Pod with only the model label goes to the model-label webhook (a service's Pods to the other)
+    assert 'failed calling webhook "model-pods.modelseal.dev"' in down.json()["message"]
     await webhook.operator.start()
     refused = await webhook.create_pod(admin, "refused", dry_run=True)
     await eventually(lambda: webhook.create_pod(admin, "admitted", dry_run=True), lambda r: r.status_code == 201,
@@ -223,7 +224,7 @@ async def test_a_disruption_budget_holds_running_pods_until_it_allows_their_evic
         f"{models.configmaps}/socair-trusted-keys", {"data": {"operator.pub": generate_key().public_pem()}}
     )
     held = await models.event("PodsEvicted", "admitted", timeout=60)
-    assert held["message"].startswith("evicted 0 Pod(s) of a Model that is no longer admitted: ")
+    assert held["message"].startswith("evicted 0 Pod(s) of a Model that is no longer admitted")
     assert held["message"].endswith("; 2 held by a disruption budget, retried at the next recheck")
     assert {p["metadata"]["uid"] for p in await _serving_pods(admin, namespace)} == {
         p["metadata"]["uid"] for p in pods
