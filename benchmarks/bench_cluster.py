@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import statistics
 import tempfile
@@ -26,25 +25,17 @@ import time
 import uuid
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 from tests.cluster.control_plane import ControlPlane, start_control_plane
 from tests.cluster.kube import Kube, eventually
 from tests.cluster.models import Models, condition, enforce
-from tests.cluster.operator_process import OPERATOR_ACCOUNT, OperatorProcess, service_account_token
+from tests.cluster.operator_process import OperatorProcess, audit_records, service_account_token
 from tests.cluster.overlays import apply_overlays, kubectl
 from tests.cluster.webhooks import flags, pod, register
 
 from benchmarks.common import machine
 
-USER = f"system:serviceaccount:{OPERATOR_ACCOUNT[0]}:{OPERATOR_ACCOUNT[1]}"
 VERDICT = "modelseal.dev/AttestationVerified"
-
-
-def audit_records(plane: ControlPlane) -> list[dict[str, Any]]:
-    log = plane.log("audit")
-    lines = log.read_text().splitlines() if log.exists() else []
-    return [r for r in map(json.loads, lines) if r.get("user", {}).get("username") == USER]
 
 
 def peak_rss_mib(process: OperatorProcess) -> float:

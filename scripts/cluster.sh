@@ -281,12 +281,16 @@ up() {
   wait_for etcd 60 "health" etcd_healthy
   step "kube-apiserver $K8S_VERSION on https://127.0.0.1:$API_PORT (RBAC; service-account tokens; admission webhooks)"
   # the audit log records every request of modelseal-system's service accounts (the operator as
-  # deploy/ runs it): the tests count its refusals, the benchmark its requests
+  # deploy/ runs it), with the bodies of its Model status writes: the tests count its refusals
+  # and read what it wrote, the benchmark counts its requests
   cat > "$DIR/audit-policy.yaml" <<POLICY
 apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived]
 rules:
+  - level: Request
+    userGroups: ["system:serviceaccounts:modelseal-system"]
+    resources: [{group: inference.llmkube.dev, resources: [models/status]}]
   - level: Metadata
     userGroups: ["system:serviceaccounts:modelseal-system"]
   - level: None

@@ -103,3 +103,5 @@ async def start_operator(deployed: Applied, admin: Kube, tmp_path: Path) -> Asyn
     yield start
     for process in started:
         await process.stop()
+        # shown by pytest for a failed test only ("Captured stdout teardown")
+        print(f"--- {process.log} (the end)\n{process.log_tail(8000)}")

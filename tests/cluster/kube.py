@@ -92,9 +92,15 @@ def read_kubeconfig(path: Path) -> Credentials:
 
 
 async def eventually(
-    probe: Callable[[], Awaitable[T]], check: Callable[[T], bool], *, timeout: float, what: str
+    probe: Callable[[], Awaitable[T]],
+    check: Callable[[T], bool],
+    *,
+    timeout: float,
+    what: str,
+    show: Callable[[T], object] = str,
 ) -> T:
-    """Call ``probe`` until ``check`` holds of its result; fail after ``timeout`` seconds, showing the last."""
+    """Call ``probe`` until ``check`` holds of its result; fail after ``timeout`` seconds, showing
+    the last result (through ``show``)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while True:
@@ -102,7 +108,9 @@ async def eventually(
         if check(found):
             return found
         if loop.time() > deadline:
-            raise AssertionError(f"after {timeout:.0f}s, still not {what}; last seen: {str(found)[:2000]}")
+            raise AssertionError(
+                f"after {timeout:.0f}s, still not {what}; last seen: {str(show(found))[:4000]}"
+            )
         await asyncio.sleep(0.1)
 
 
@@ -122,16 +130,23 @@ class Kube:
         await self.client.aclose()
 
     async def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        return await self.client.request(method, path, **kwargs)
+        """One request; a 429 is tried again after its Retry-After, as client-go does (a restarted
+        API server answers 429 "storage is (re)initializing" for a while)."""
+        for _ in range(30):
+            r = await self.client.request(method, path, **kwargs)
+            if r.status_code != 429 or "Retry-After" not in r.headers:
+                return r
+            await asyncio.sleep(min(float(r.headers["Retry-After"]), 5.0))
+        return r
 
     async def create(self, path: str, body: dict[str, Any], **params: str) -> dict[str, Any]:
-        r = await self.client.post(path, json=body, params=params)
+        r = await self.request("POST", path, json=body, params=params)
         assert r.status_code in (200, 201), f"POST {path}: {r.status_code} {r.text}"
         created: dict[str, Any] = r.json()
         return created
 
     async def get(self, path: str) -> dict[str, Any] | None:
-        r = await self.client.get(path)
+        r = await self.request("GET", path)
         if r.status_code == 404:
             return None
         assert r.status_code == 200, f"GET {path}: {r.status_code} {r.text}"
@@ -139,19 +154,21 @@ class Kube:
         return found
 
     async def items(self, path: str, **params: str) -> list[dict[str, Any]]:
-        r = await self.client.get(path, params=params)
+        r = await self.request("GET", path, params=params)
         assert r.status_code == 200, f"GET {path}: {r.status_code} {r.text}"
         items: list[dict[str, Any]] = r.json()["items"]
         return items
 
     async def merge_patch(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        r = await self.client.patch(path, json=body, headers={"Content-Type": "application/merge-patch+json"})
+        r = await self.request(
+            "PATCH", path, json=body, headers={"Content-Type": "application/merge-patch+json"}
+        )
         assert r.status_code == 200, f"PATCH {path}: {r.status_code} {r.text}"
         patched: dict[str, Any] = r.json()
         return patched
 
     async def delete(self, path: str) -> None:
-        r = await self.client.delete(path)
+        r = await self.request("DELETE", path)
         assert r.status_code in (200, 202, 404), f"DELETE {path}: {r.status_code} {r.text}"
 
     async def wait(

@@ -36,6 +36,18 @@ class Models(Cluster):
         super().__init__(kube.credentials.server, namespace=namespace, client=kube.client)
         self.kube = kube
 
+    # through Kube, which tries a 429 again as client-go does
+    async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        return await self.kube.create(path, body)
+
+    async def patch(self, path: str, body: dict[str, Any]) -> None:
+        await self.kube.merge_patch(path, body)
+
+    async def model(self, name: str) -> dict[str, Any]:
+        found = await self.kube.get(self.path(name))
+        assert found is not None, f"no Model {name}"
+        return found
+
     def path(self, name: str) -> str:
         return f"{self.models}/{name}"
 

@@ -9,21 +9,40 @@ failing test shows.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import httpx
 
+from tests.cluster.control_plane import ControlPlane
 from tests.cluster.kube import Credentials, Kube
 
-__all__ = ["OPERATOR_ACCOUNT", "OperatorProcess", "free_port", "service_account_token"]
+__all__ = [
+    "OPERATOR_ACCOUNT",
+    "OPERATOR_USER",
+    "OperatorProcess",
+    "audit_records",
+    "free_port",
+    "service_account_token",
+]
 
 OPERATOR_ACCOUNT = ("modelseal-system", "modelseal-operator")
+OPERATOR_USER = f"system:serviceaccount:{OPERATOR_ACCOUNT[0]}:{OPERATOR_ACCOUNT[1]}"
 START_SECONDS = 90.0  # the interpreter and its imports, on a busy two-core machine
+
+
+def audit_records(plane: ControlPlane) -> list[dict[str, Any]]:
+    """The API server's audit records of the operator's account (scripts/cluster.sh logs those;
+    with the bodies of its Model status writes)."""
+    log = plane.log("audit")
+    lines = log.read_text().splitlines() if log.exists() else []
+    return [r for r in map(json.loads, lines) if r.get("user", {}).get("username") == OPERATOR_USER]
 
 
 def free_port() -> int:

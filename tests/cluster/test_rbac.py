@@ -4,7 +4,6 @@ evictions); what the role does not grant is refused with 403."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -12,20 +11,13 @@ import pytest
 from tests.cluster.control_plane import CLUSTER, ControlPlane
 from tests.cluster.kube import Kube
 from tests.cluster.models import Models
-from tests.cluster.operator_process import OPERATOR_ACCOUNT, service_account_token
+from tests.cluster.operator_process import OPERATOR_USER, audit_records, service_account_token
 from tests.cluster.overlays import Applied
 from tests.conftest import FIXTURE_SHA256
 from tests.operator.cluster import phase
 
 pytestmark = CLUSTER
-USER = f"system:serviceaccount:{OPERATOR_ACCOUNT[0]}:{OPERATOR_ACCOUNT[1]}"
-
-
-def audit(plane: ControlPlane) -> list[dict[str, Any]]:
-    """The apiserver's audit records of the operator's account (scripts/cluster.sh logs only those)."""
-    log = plane.log("audit")
-    lines = log.read_text().splitlines() if log.exists() else []
-    return [r for r in map(json.loads, lines) if r.get("user", {}).get("username") == USER]
+USER = OPERATOR_USER
 
 
 async def test_the_operator_does_its_job_on_deploys_rbac_alone(
@@ -35,7 +27,7 @@ async def test_the_operator_does_its_job_on_deploys_rbac_alone(
     await models.standard()
     await models.new_model("admitted", attestation="good")
     await models.new_model("refused", attestation="held")
-    before = len(audit(control_plane)) if control_plane.own else 0
+    before = len(audit_records(control_plane)) if control_plane.own else 0
     operator = await start_operator(["--all-namespaces", "--model-attestation=enforce",
                                      f"--model-attestation-trusted-keys={namespace}/socair-trusted-keys"])  # fmt: skip
     await models.until("admitted", phase("Ready"))
@@ -44,7 +36,7 @@ async def test_the_operator_does_its_job_on_deploys_rbac_alone(
     await operator.stop()
     assert f'User "{USER}" cannot' not in operator.log_tail(200_000), operator.log_tail()
     if control_plane.own:
-        records = audit(control_plane)[before:]
+        records = audit_records(control_plane)[before:]
         used = {(r["verb"], r["objectRef"].get("resource", ""), r["objectRef"].get("subresource", ""))
                 for r in records if "objectRef" in r}  # fmt: skip
         assert {("watch", "models", ""), ("watch", "configmaps", ""), ("patch", "models", "status"),

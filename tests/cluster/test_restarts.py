@@ -16,6 +16,7 @@ import pytest
 from tests.cluster.control_plane import CLUSTER, ControlPlane
 from tests.cluster.kube import Kube, eventually
 from tests.cluster.models import Models, enforce
+from tests.cluster.operator_process import audit_records
 from tests.cluster.overlays import Applied
 from tests.cluster.webhooks import Webhook, flags, register
 from tests.operator.cluster import condition
@@ -41,6 +42,14 @@ def judged_as(expected: dict[str, str]) -> Any:
         return True
 
     return check
+
+
+def verdicts(items: list[dict[str, Any]]) -> dict[str, tuple[Any, ...]]:
+    """name -> (phase, verdict, its observedGeneration, generation): what a failed wait shows."""
+    return {m["metadata"]["name"]: ((m.get("status") or {}).get("phase"),
+                                    (condition(m, "AttestationVerified") or {}).get("status"),
+                                    (condition(m, "AttestationVerified") or {}).get("observedGeneration"),
+                                    m["metadata"]["generation"]) for m in items}  # fmt: skip
 
 
 async def webhook_knows(hook: Webhook, admin: Kube, names: list[str]) -> bool:
@@ -82,7 +91,7 @@ async def test_an_operator_killed_mid_judgement_comes_back_with_nothing_stale_or
     del expected["m02"]
     await operator.start()
     await eventually(lambda: admin.items(models.models), judged_as(expected), timeout=120,
-                     what="every Model judged as it is now")  # fmt: skip
+                     what="every Model judged as it is now", show=verdicts)  # fmt: skip
 
     # an orderly restart with nothing changed: every Model judged again, none written
     versions = {
@@ -118,13 +127,20 @@ async def test_an_api_server_restart_under_a_running_operator(
     try:
         expected = {n: "Ready" if i % 2 == 0 else "Failed" for i, n in enumerate(names)}
         await eventually(lambda: after_restart.items(models.models), judged_as(expected), timeout=120,
-                         what="every Model judged across the restart")  # fmt: skip
+                         what="every Model judged across the restart", show=verdicts)  # fmt: skip
+        # nothing spurious: the operator never wrote Failed for an admitted Model on the way (say,
+        # for a read the restarting server failed to answer); the audit log holds what it wrote
+        written = [(r["objectRef"]["name"], ((r.get("requestObject") or {}).get("status") or {}).get("phase"))
+                   for r in audit_records(control_plane) if r.get("objectRef", {}).get("subresource") == "status"
+                   and r["objectRef"].get("namespace") == namespace]  # fmt: skip
+        assert {name for name, _ in written} == set(names)
+        assert [(n, p) for n, p in written if p is not None and p != expected[n]] == [], operator.log_tail()
         # an admitted Model turned refused after the restart: only a watch that came back tells the
         # operator within seconds (admitted Models are otherwise rechecked every 10 minutes)
         changed = Models(after_restart, namespace)
         await changed.set_attestation("good", "withheld")
         expected = dict.fromkeys(names, "Failed")
         await eventually(lambda: after_restart.items(models.models), judged_as(expected), timeout=60,
-                         what="the revocation seen through the re-established watch")  # fmt: skip
+                         what="the revocation seen through the re-established watch", show=verdicts)  # fmt: skip
     finally:
         await after_restart.aclose()

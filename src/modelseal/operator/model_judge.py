@@ -17,6 +17,7 @@ refreshed once per recheck pass.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable, Hashable, Mapping
 from dataclasses import replace
 from datetime import datetime
@@ -46,6 +47,8 @@ from modelseal.operator.sources.source_image import SourceImageChecker
 from modelseal.publish.registry.reference import ImageReference
 
 __all__ = ["ModelJudge"]
+
+_logger = logging.getLogger(__name__)
 
 ModelKey = tuple[str, str]
 
@@ -87,13 +90,21 @@ class ModelJudge:
 
     async def read_configmap(self, namespace: str, name: str) -> ConfigMapRead:
         """Read from the API and keep it, unless the watch reported the ConfigMap while the read ran:
-        the read may be older than the change it reported (a removed key), so the watch's copy stays."""
+        the read may be older than the change it reported (a removed key), so the watch's copy stays.
+
+        A read the API server did not answer (429, 5xx, unreachable: a restart or an overload)
+        keeps the copy the watch or an earlier read gave, so it neither refuses nor evicts what
+        was admitted; the next pass reads again. With no copy to keep it refuses, as any failed
+        read does, and a definite answer (404, 403) always counts."""
         assert self.api is not None
         before = self.configmaps.get((namespace, name))
         read = await self.api.read_configmap(namespace, name)
         now = self.configmaps.get((namespace, name))
         if now is not before:
             return now if now is not None else read
+        if read.transient and before is not None and before.error is None:
+            _logger.warning("ConfigMap %s/%s: kept the last copy: %s", namespace, name, read.error)
+            return before
         self.configmaps[(namespace, name)] = read
         return read
 

@@ -38,17 +38,25 @@ class KubeApi(KubeClient):
     """The calls the operator makes: ConfigMaps, Jobs, pods, Secrets' types, Model status, Events."""
 
     async def read_configmap(self, namespace: str, name: str) -> ConfigMapRead:
-        """A ConfigMap, or the API's error text (``configmaps "x" not found``)."""
+        """A ConfigMap, or the API's error text (``configmaps "x" not found``); an answer the server
+        did not give (429, 5xx, unreachable: a restarting or overloaded API server) is marked
+        transient."""
         if not name:
             return ConfigMapRead(error="the ConfigMap name is empty")
         try:
-            r = await self._call("GET", api_path(_CORE, namespace, "configmaps", name))
-        except (InputError, KubeError) as e:  # a bad name is never asked for; a failure is a reason
+            path = api_path(_CORE, namespace, "configmaps", name)
+        except InputError as e:  # a bad name is never asked for
             return ConfigMapRead(error=str(e))
+        try:
+            r = await self._call("GET", path)
+        except KubeError as e:  # a failure is a reason
+            return ConfigMapRead(error=str(e), transient=True)
         if r.status_code == 404:
             return ConfigMapRead(error=f'configmaps "{name}" not found')
         if r.status_code != 200:
-            return ConfigMapRead(error=self._message(r))
+            return ConfigMapRead(
+                error=self._message(r), transient=r.status_code == 429 or r.status_code >= 500
+            )
         body = r.json()
         if not isinstance(body, dict):
             return ConfigMapRead(error=f"ConfigMap {namespace}/{name}: the API's answer is not an object")

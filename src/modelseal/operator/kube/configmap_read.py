@@ -25,6 +25,8 @@ class ConfigMapRead:
     data: Mapping[str, str] = field(default_factory=dict)
     binary_data: Mapping[str, str] = field(default_factory=dict)  # base64, as the API sends it
     error: str | None = None
+    #: the API server did not answer (429, 5xx, unreachable): nothing was learnt of the ConfigMap
+    transient: bool = False
     # the trusted keys parsed from this read, by source name: once per read, not per Model
     _keys: dict[str, tuple[PublicKey, ...] | KeyFileError] = field(
         default_factory=dict, compare=False, repr=False
