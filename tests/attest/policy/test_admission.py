@@ -251,6 +251,23 @@ def test_a_trust_policy_file_still_loads_as_one(keys: dict[str, Any]) -> None:
     assert isinstance(load_any_policy(path), TrustPolicy)
 
 
+def test_a_trust_policy_file_is_parsed_once(keys: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    from modelseal.attest.policy import yaml_file
+
+    path = Path(keys["folder"]) / "trust.yaml"
+    path.write_text("apiVersion: modelseal.dev/v1\nkind: TrustPolicy\nkeys: [{file: release.pub}]\n")
+    read: list[str] = []
+    parse = yaml_file.load_policy_yaml
+
+    def counted(text: str | bytes, source: str) -> Any:
+        read.append(source)
+        return parse(text, source)
+
+    monkeypatch.setattr(yaml_file, "load_policy_yaml", counted)
+    assert isinstance(load_any_policy(path), TrustPolicy)
+    assert read == [str(path)]
+
+
 def test_the_fingerprint_changes_with_a_rule(keys: dict[str, Any]) -> None:
     a = policy(keys, PROVENANCE)
     b = policy(keys, PROVENANCE.replace("== 0", "<= 0"))
