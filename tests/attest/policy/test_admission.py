@@ -211,6 +211,14 @@ def test_an_unreadable_attestation_meets_nothing(keys: dict[str, Any]) -> None:
         ),
         (("    rule: 'size", "    rules: 'size"), "require.1.rules: Extra inputs are not permitted"),
         (
+            ("    rule: 'size", '    "ru\\e[2Jle": \'size'),
+            "require.1.ru\\x1b[2Jle: Extra inputs are not permitted",
+        ),
+        (
+            ("name: clean-ml-bom", "name: 1"),
+            "require.1.name: Input should be a valid string (quote it: YAML reads a bare number)",
+        ),
+        (
             ("name: clean-ml-bom", "name: tagged-provenance"),
             "require.1: the name 'tagged-provenance' is require.0's",
         ),

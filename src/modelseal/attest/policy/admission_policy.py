@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from modelseal.attest.policy.cel_rules import Rule, compile_rule
 from modelseal.attest.policy.policy_file import (
     MAX_POLICY_BYTES,
+    invalid_field,
     policy_from_mapping,
     read_policy_file,
 )
@@ -120,9 +121,7 @@ def parse_admission_policy(raw: dict[str, Any], *, base: Path, source: str) -> A
     try:
         doc = _AdmissionFile.model_validate(raw)
     except ValidationError as e:
-        err = e.errors()[0]
-        where = ".".join(str(p) for p in err["loc"]) or "policy"
-        raise PolicyFileError(f"{source}: {where}: {printable(str(err['msg']))}") from None
+        raise PolicyFileError(f"{source}: {invalid_field(e)}") from None
     if doc.apiVersion != API_VERSION:
         raise PolicyFileError(f"{source}: want apiVersion {API_VERSION}")
     seen: dict[str, int] = {}
