@@ -161,12 +161,17 @@ def _flags_before_the_command(parser: argparse.ArgumentParser, before: list[str]
 
 def _unpinned(message: str, argv: Sequence[str]) -> str:
     """``message`` with every argument that carries a PIN (``pin-value=`` in a signer URI given where
-    no ``--key`` is taken, so argparse quotes it back) cut to the form a message may show."""
+    no ``--key`` is taken, so argparse quotes it back) cut to the form a message may show.
+
+    ``message`` is escaped; argparse quotes an argument as it is (``unrecognized arguments``) or
+    with ``repr`` (``invalid choice``), whose own escapes of a backslash, quote or control
+    character the message's escaping then doubles: both forms are cut."""
     from modelseal.attest.signing.signer_uris import pin_attributes, shown
 
     for arg in sorted(argv, key=len, reverse=True):
         if pin_attributes(arg):
-            message = message.replace(printable(arg), shown(arg) + "...")
+            for form in sorted({printable(arg), printable(repr(arg)[1:-1])}, key=len, reverse=True):
+                message = message.replace(form, shown(arg) + "...")
     return message
 
 
