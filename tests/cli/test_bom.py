@@ -13,6 +13,7 @@ from cyclonedx.validation.json import JsonStrictValidator
 from tests.cli.conftest import Run
 from tests.cli.test_image_attestations import keys, publish
 from tests.conftest import TESTDATA
+from tests.publish.modelpack_helpers import push_modelpack, tar_layer
 from tests.publish.servers import Registry
 
 SAMPLE = TESTDATA / "sample-model"
@@ -96,3 +97,19 @@ def test_not_a_model_is_one_line(cli: Run, tmp_path: Path) -> None:
     r = cli("bom", tmp_path / "nothing")
     assert r.code == 1
     assert r.err.startswith("error: ") and r.err.count("\n") == 1
+
+
+def test_an_image_whose_layers_record_no_hashes_gets_the_hashes_of_its_bytes(
+    cli: Run, registry: Registry
+) -> None:
+    # another tool's ModelPack: tar layers titled, with no SHA-256 or size annotations; bom reads every
+    # layer's bytes anyway, so it lists what it read rather than refusing for want of annotations
+    data = {"model.safetensors": b"weights" * 100, "config.json": b'{"a": 1}'}
+    image = push_modelpack(registry.host, "models/foreign:v1", [tar_layer(p, b) for p, b in data.items()])
+    r = cli("bom", image, "--plain-http")
+    assert r.code == 0, r.err
+    listed = files_of(valid(r.out))
+    assert set(listed) == set(data)
+    for path, body in data.items():
+        _, sha, props = listed[path]
+        assert (sha, props["modelseal:size"]) == (hashlib.sha256(body).hexdigest(), str(len(body)))

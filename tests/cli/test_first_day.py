@@ -297,3 +297,34 @@ def test_a_group_alone_prints_its_help_and_exits_0(cli: Run) -> None:
     assert r.code == 0
     assert r.out.startswith("usage: modelseal operator ") and "    run " in r.out
     assert r.err == ""
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        # a value joined to a short option is never echoed
+        (("-kS3CRET", "verify", "x.dsse.json"), "unrecognized option -k: modelseal verify does not take it"),
+        (("-vkS3CRET", "verify"), "unrecognized option -k: modelseal verify does not take it"),
+        (("--key=S3CRET", "verify"), "unrecognized option --key: modelseal verify does not take it"),
+        # a flag the command does not take is not sent after it
+        (
+            ("--bogus", "verify", "x.dsse.json"),
+            "unrecognized option --bogus: modelseal verify does not take it",
+        ),
+        # a group's command is named in full
+        (("--out", "k", "key", "gen"), "--out goes after the command: modelseal key gen --out ..."),
+        (("--json", "x", "publish", "inspect"), "--json goes after the command: modelseal publish inspect"),
+        (("--out", "k", "key"), "unrecognized option --out (a command's options go after it: modelseal key"),
+    ],
+)
+def test_a_flag_before_the_command_names_the_flag_alone_and_only_where_it_is_taken(
+    cli: Run, args: tuple[str, ...], line: str
+) -> None:
+    r = cli(*args)
+    assert r.code == 2 and r.err.startswith(f"error: {line}"), r.err
+    assert "S3CRET" not in r.err
+
+
+def test_a_prefix_of_a_top_level_flag_is_left_to_argparse(cli: Run) -> None:
+    r = cli("--verb", "verify", "x.dsse.json")  # argparse reads --verbose
+    assert r.code == 2 and "goes after the command" not in r.err and "--trusted, --store or --policy" in r.err

@@ -109,30 +109,69 @@ def build_parser() -> argparse.ArgumentParser:
 _TOP_LEVEL_FLAGS = frozenset({"-h", "--help", "--version", "-v", "--verbose"})
 
 
+def _option_name(arg: str) -> str | None:
+    """The option ``arg`` gives, as a message may name it (never a value joined to it, as in
+    ``--key=K`` or ``-kK``); None for the top level's own (argparse also takes a long one's prefix)."""
+    if arg == "--":
+        return None
+    if arg.startswith("--"):
+        name = arg.split("=", 1)[0]
+        return None if any(f.startswith(name) for f in _TOP_LEVEL_FLAGS if f.startswith("--")) else name
+    # a cluster of short options (-vh), then one that may carry its value (-kVALUE)
+    letter = next((ch for ch in arg[1:] if f"-{ch}" not in _TOP_LEVEL_FLAGS), None)
+    return None if letter is None else f"-{letter}"
+
+
+def _command_named(parser: argparse.ArgumentParser, words: list[str]) -> tuple[str, argparse.ArgumentParser]:
+    """The command ``words`` name after a flag's value (``k.pub verify ...``, ``k key gen``), as typed,
+    and its parser (a group's when no command of the group follows); ``("", parser)`` for none."""
+    commands = {n: p for n, p in _subcommands(parser).items() if n not in _HIDDEN_COMMANDS}
+    at = next((i for i, w in enumerate(words) if w in commands), None)
+    if at is None:
+        return "", parser
+    if words[at : at + 2] == ["publish", "inspect"]:
+        return "publish inspect", _subcommands(parser)["publish-inspect"]
+    path, current = [words[at]], commands[words[at]]
+    for word in words[at + 1 :]:
+        subs = _subcommands(current)
+        if word not in subs or word in _HIDDEN_COMMANDS:
+            break
+        path, current = [*path, word], subs[word]
+    return " ".join(path), current
+
+
 def _flags_before_the_command(parser: argparse.ArgumentParser, before: list[str], rest: list[str]) -> None:
     """A command's flag given before the command (``modelseal --trusted k verify ...``) is
-    named as such, rather than its value being read as an unknown command."""
-    flag = next((a for a in before if a.split("=", 1)[0] not in _TOP_LEVEL_FLAGS), None)
-    if flag is None:
+    named as such, rather than its value being read as an unknown command; its value never is."""
+    name = next((n for n in map(_option_name, before) if n is not None), None)
+    if name is None:
         return
-    name = flag.split("=", 1)[0]
-    commands = _subcommands(parser)
-    command = next((a for a in rest if a in commands and a not in _HIDDEN_COMMANDS), None)
-    if command is None:
-        raise UsageError(
-            f"unrecognized option {name} (a command's options go after it: modelseal COMMAND --help)"
-        )
-    raise UsageError(f"{name} goes after the command: modelseal {command} {name} ...")
+    command, its = _command_named(parser, rest)
+    if not command or _subcommands(its):  # no command, or a group's without its command
+        usage = " ".join(filter(None, ("modelseal", command, "COMMAND --help")))
+        raise UsageError(f"unrecognized option {name} (a command's options go after it: {usage})")
+    options = its._option_string_actions
+    if name in options or (name.startswith("--") and any(o.startswith(name) for o in options)):
+        raise UsageError(f"{name} goes after the command: modelseal {command} {name} ...")
+    raise UsageError(
+        f"unrecognized option {name}: modelseal {command} does not take it either"
+        f" (modelseal {command} --help)"
+    )
 
 
 def _unpinned(message: str, argv: Sequence[str]) -> str:
     """``message`` with every argument that carries a PIN (``pin-value=`` in a signer URI given where
-    no ``--key`` is taken, so argparse quotes it back) cut to the form a message may show."""
+    no ``--key`` is taken, so argparse quotes it back) cut to the form a message may show.
+
+    ``message`` is escaped; argparse quotes an argument as it is (``unrecognized arguments``) or
+    with ``repr`` (``invalid choice``), whose own escapes of a backslash, quote or control
+    character the message's escaping then doubles: both forms are cut."""
     from modelseal.attest.signing.signer_uris import pin_attributes, shown
 
     for arg in sorted(argv, key=len, reverse=True):
         if pin_attributes(arg):
-            message = message.replace(printable(arg), shown(arg) + "...")
+            for form in sorted({printable(arg), printable(repr(arg)[1:-1])}, key=len, reverse=True):
+                message = message.replace(form, shown(arg) + "...")
     return message
 
 

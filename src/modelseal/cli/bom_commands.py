@@ -53,13 +53,16 @@ def _image(args: argparse.Namespace) -> tuple[str, str, list[Any], str | None]:
     ref = image_reference(args.target, "bom")
     with registry_client(ref, args, push=False) as client:
         info, subject = read_subject(client, ref)
-        served_files(client, info)  # every layer's bytes must hash as its annotations say
+        # every layer's bytes read and hashed (refused where they disagree with its annotations):
+        # the BOM lists what was read, not what the annotations say
+        served = served_files(client, info)
     _warn_tag(ref, subject.digest, "described")
-    files = [BomFile(f["path"], f["sha256"], f["size"], f.get("layer")) for f in info.get("files") or []]
-    if not files or any(f.path is None or f.sha256 is None for f in files):
+    if not served:
         raise UsageError(
             f"{printable(ref.oci)}: the image records no files: publish it with `modelseal publish`"
         )
+    layers = [f.get("layer") for f in info["files"]]
+    files = [BomFile(f.path, f.sha256, f.size, layer) for f, layer in zip(served, layers, strict=True)]
     pinned = ref.pinned(subject.digest).oci
     source = args.source or pinned
     return ref.repository.rsplit("/", 1)[-1], subject.digest, files, source

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from modelseal.cli.key_values import key_values
 from modelseal.cli.progress import ProgressBar, human_bytes
 from modelseal.cli.registry_access import registry_client, registry_options
 from modelseal.cli.result_file import write_result
@@ -198,12 +199,7 @@ def _shape(args: argparse.Namespace) -> ModelPackShape | None:
             if value:
                 raise UsageError(f"{flag} goes with --format modelpack")
         return None
-    roles: dict[str, str] = {}
-    for item in args.role or []:
-        path, sep, role = item.rpartition("=")
-        if not sep or not path:
-            raise UsageError(f"--role {printable(item)!r}: want PATH=ROLE")
-        roles[path] = role
+    roles = key_values(args.role, "--role", "PATH=ROLE")
     try:
         return ModelPackShape(raw=args.layers == "raw", roles=roles, name=args.model_name)
     except InputError as e:

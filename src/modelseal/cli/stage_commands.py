@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from modelseal.cli.key_values import key_values
 from modelseal.cli.progress import ProgressBar
 from modelseal.cli.registry_access import say
 from modelseal.errors import UsageError
@@ -47,12 +48,7 @@ def stage_cmd(args: argparse.Namespace) -> int:
 
     if not 1 <= args.download_concurrency <= 16:
         raise UsageError("--download-concurrency must be between 1 and 16")
-    pins: dict[str, str] = {}
-    for item in args.file_sha256 or []:
-        name, sep, digest = item.rpartition("=")
-        if not sep or not name:
-            raise UsageError(f"--file-sha256 {item!r}: want FILE=HEX")
-        pins[name] = digest
+    pins = key_values(args.file_sha256, "--file-sha256", "FILE=HEX")
     plans = plan_stage(args.source, args.files, sha256=args.sha256, file_sha256=pins)
     cap = parse_quantity(args.download_max_in_flight) if args.download_max_in_flight else None
     token = os.environ.get("HF_TOKEN") or None

@@ -211,6 +211,14 @@ def test_an_unreadable_attestation_meets_nothing(keys: dict[str, Any]) -> None:
         ),
         (("    rule: 'size", "    rules: 'size"), "require.1.rules: Extra inputs are not permitted"),
         (
+            ("    rule: 'size", '    "ru\\e[2Jle": \'size'),
+            "require.1.ru\\x1b[2Jle: Extra inputs are not permitted",
+        ),
+        (
+            ("name: clean-ml-bom", "name: 1"),
+            "require.1.name: Input should be a valid string (quote it: YAML reads a bare number)",
+        ),
+        (
             ("name: clean-ml-bom", "name: tagged-provenance"),
             "require.1: the name 'tagged-provenance' is require.0's",
         ),
@@ -249,6 +257,23 @@ def test_a_trust_policy_file_still_loads_as_one(keys: dict[str, Any]) -> None:
     path = Path(keys["folder"]) / "trust.yaml"
     path.write_text("apiVersion: modelseal.dev/v1\nkind: TrustPolicy\nkeys: [{file: release.pub}]\n")
     assert isinstance(load_any_policy(path), TrustPolicy)
+
+
+def test_a_trust_policy_file_is_parsed_once(keys: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    from modelseal.attest.policy import yaml_file
+
+    path = Path(keys["folder"]) / "trust.yaml"
+    path.write_text("apiVersion: modelseal.dev/v1\nkind: TrustPolicy\nkeys: [{file: release.pub}]\n")
+    read: list[str] = []
+    parse = yaml_file.load_policy_yaml
+
+    def counted(text: str | bytes, source: str) -> Any:
+        read.append(source)
+        return parse(text, source)
+
+    monkeypatch.setattr(yaml_file, "load_policy_yaml", counted)
+    assert isinstance(load_any_policy(path), TrustPolicy)
+    assert read == [str(path)]
 
 
 def test_the_fingerprint_changes_with_a_rule(keys: dict[str, Any]) -> None:

@@ -62,6 +62,7 @@ BAD_POLICIES = [
     (HEAD, "p.yaml: policy: give at least one authority: keys, certificateRoots or identities"),
     (HEAD + "keys: []\n", "keys: List should have at least 1 item"),
     (HEAD + KEYS + "colour: blue\n", "colour: Extra inputs are not permitted"),
+    (HEAD + KEYS + '"col\\e[2Jour": blue\n', "col\\x1b[2Jour: Extra inputs are not permitted"),
     (HEAD + KEYS + "threshold: 0\n", "threshold: Input should be greater than or equal to 1"),
     (HEAD + KEYS + "threshold: '1'\n", "threshold: Input should be a valid integer"),
     (HEAD + KEYS + "threshold: 2\n", "threshold 2 is more than the 1 distinct key(s) given"),
@@ -108,7 +109,7 @@ def test_bad_policies(text: str, message: str) -> None:
         parse_policy(text, base=POLICIES, source="p.yaml")
     assert info.value.message.startswith("p.yaml")
     assert message in info.value.message
-    assert "\n" not in info.value.message
+    assert "\n" not in info.value.message and "\x1b" not in info.value.message
 
 
 def test_bad_key_references(tmp_path: Path) -> None:

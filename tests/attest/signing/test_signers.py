@@ -333,3 +333,12 @@ def test_a_pin_given_where_no_key_is_taken_is_not_quoted_back(cli: Run) -> None:
     assert choice.code == 2 and "invalid choice: 'hsm:2...'" in choice.err and URI_PIN not in choice.err
     bare = cli("verify", "x.json", "--key", f"hsm:pin-value={URI_PIN}")  # red team: quoted whole
     assert bare.code == 2 and URI_PIN not in bare.err and "--key hsm:..." in bare.err, bare.err
+
+
+@pytest.mark.parametrize("pin", ["97\\5310", "97'53\"10", "97\x1b5310", "97\u202e5310"])
+def test_a_pin_argparse_quotes_with_escapes_is_not_quoted_back(cli: Run, pin: str) -> None:
+    """argparse quotes an unknown command with repr(), which escapes a backslash, a quote or a control
+    character differently from the message's own escaping: such a PIN came back whole."""
+    r = cli(f"hsm:2;pin-value={pin}")
+    assert r.code == 2 and "invalid choice: 'hsm:2...'" in r.err, r.err
+    assert "pin-value" not in r.err and "5310" not in r.err and "10" not in r.err.split("(choose", 1)[0]

@@ -11,7 +11,7 @@
         rule: 'predicate.buildDefinition.externalParameters.workflow.ref.startsWith("refs/tags/")'
 
 Each requirement's ``trust`` is read as a TrustPolicy file's body
-(:func:`modelseal.attest.policy.trust.policy_from_mapping`), admitting only the
+(:func:`modelseal.attest.policy.policy_file.policy_from_mapping`), admitting only the
 requirement's ``predicateType``; its ``rule`` is compiled and type-checked
 here (:mod:`modelseal.attest.policy.cel_rules`), so a policy that loads has rules
 that parse. :func:`load_any_policy` reads either kind of file, so a
@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from modelseal.attest.policy.cel_rules import Rule, compile_rule
 from modelseal.attest.policy.policy_file import (
     MAX_POLICY_BYTES,
-    parse_policy,
+    invalid_field,
     policy_from_mapping,
     read_policy_file,
 )
@@ -121,9 +121,7 @@ def parse_admission_policy(raw: dict[str, Any], *, base: Path, source: str) -> A
     try:
         doc = _AdmissionFile.model_validate(raw)
     except ValidationError as e:
-        err = e.errors()[0]
-        where = ".".join(str(p) for p in err["loc"]) or "policy"
-        raise PolicyFileError(f"{source}: {where}: {printable(str(err['msg']))}") from None
+        raise PolicyFileError(f"{source}: {invalid_field(e)}") from None
     if doc.apiVersion != API_VERSION:
         raise PolicyFileError(f"{source}: want apiVersion {API_VERSION}")
     seen: dict[str, int] = {}
@@ -152,4 +150,4 @@ def load_any_policy(path: str | Path) -> TrustPolicy | AdmissionPolicy:
     raw = load_policy_yaml(data, str(p))
     if isinstance(raw, dict) and raw.get("kind") == KIND:
         return parse_admission_policy(raw, base=p.parent, source=str(p))
-    return parse_policy(data, base=p.parent, source=str(p))
+    return policy_from_mapping(raw, base=p.parent, source=str(p))

@@ -8,8 +8,9 @@ from the verifier: the parent (:mod:`modelseal.attest.policy.cel_rules`) gives e
 one a deadline and kills this process when it passes; this process caps its
 own address space and CPU time before it reads anything.
 
-Input (stdin, JSON): ``{"rules": [source, ...], "jobs": [[rule, variables], ...],
-"memory": bytes, "cpu": seconds}``. Output (stdout): one JSON line per job, in
+Input (stdin): a line ``{"memory": bytes, "cpu": seconds}``, the limits set before
+the rest is read, then ``{"rules": [source, ...], "jobs": [[rule, variables], ...]}``
+(``rule`` an index into ``rules``). Output (stdout): one JSON line per job, in
 order: ``{"outcome": "true" | "false" | "error" | "not_boolean", "detail": text}``.
 It imports nothing of modelseal, so that it starts fast.
 """
