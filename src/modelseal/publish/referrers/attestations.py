@@ -144,8 +144,10 @@ def sign_image(
         InputError: the image records no files (for the default predicate).
     """
     info, subject = read_subject(client, ref)
-    if predicate_type is None and read_layers and info.get("format") == "modelpack":
-        info = served_info(info, served_files(client, info))  # another tool's tar layers record no digest
+    if predicate_type is None and read_layers:
+        served = served_files(client, info)  # raises unless every layer's bytes agree with its annotations
+        if info.get("format") == "modelpack":
+            info = served_info(info, served)  # another tool's tar layers record no digest
     name = f"{ref.registry}/{ref.repository}"
     kind = predicate_type or IMAGE_PREDICATE_TYPE
     body = (
@@ -153,8 +155,6 @@ def sign_image(
         if predicate_type is not None
         else image_predicate(name, subject.digest, subject.media_type, info, issued=now)
     )
-    if predicate_type is None and read_layers:
-        served_files(client, info)  # raises unless every layer's bytes agree with its annotations
     statement = image_statement(name, subject.digest, kind, body or {})
     return SignedImage(sign_payload(statement, keys), subject, name, info, kind)
 
