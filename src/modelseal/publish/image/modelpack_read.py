@@ -27,8 +27,8 @@ from modelseal.errors import RegistryError, VerificationError
 from modelseal.publish.image import layout, media_types
 from modelseal.publish.image.layer_content import LayerFile
 from modelseal.publish.image.modelpack_config import MAX_CONFIG_BYTES, parse_config
-from modelseal.publish.referrers.envelopes import _read_blob
 from modelseal.publish.referrers.store import DIGEST_PATTERN
+from modelseal.publish.registry.blobs import read_blob
 from modelseal.publish.registry.client import RegistryClient
 
 __all__ = [
@@ -136,7 +136,7 @@ def read_config(
         raise RegistryError(f"{where}: the config's size is not an integer")
     if not 0 <= size <= MAX_CONFIG_BYTES:
         raise RegistryError(f"{where}: the config's {size} bytes are not between 0 and {MAX_CONFIG_BYTES}")
-    parsed = parse_config(_read_blob(client, digest, size), where)
+    parsed = parse_config(read_blob(client, digest, size), where)
     diff_ids = parsed.modelfs.diffIds
     if len(diff_ids) != len(files):
         raise RegistryError(f"{where}: the config lists {len(diff_ids)} diffIds for {len(files)} layers")

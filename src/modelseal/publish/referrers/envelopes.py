@@ -12,7 +12,6 @@ more than its caps whatever a registry lists; the rest is counted as skipped.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +40,7 @@ from modelseal.publish.referrers.store import (
     parse_index,
     read_tag_index,
 )
+from modelseal.publish.registry.blobs import read_blob
 from modelseal.publish.registry.client import RegistryClient
 from modelseal.publish.registry.replies import json_object
 from modelseal.text import printable
@@ -165,18 +165,6 @@ def _artifact_layer(body: bytes, digest: str, subject: str) -> tuple[dict[str, A
     return layer, hinted(manifest.get("annotations"))
 
 
-def _read_blob(client: RegistryClient, digest: str, size: int) -> bytes:
-    data = bytearray()
-    with client.open_blob(digest) as chunks:
-        for chunk in chunks:
-            data += chunk
-            if len(data) > size:
-                raise RegistryError(f"blob {digest[:19]}: more than the {size} bytes its descriptor gives")
-    if len(data) != size or "sha256:" + hashlib.sha256(data).hexdigest() != digest:
-        raise RegistryError(f"blob {digest[:19]}: the bytes served do not match its digest and size")
-    return bytes(data)
-
-
 def fetch_envelopes(
     client: RegistryClient,
     digest: str,
@@ -217,7 +205,7 @@ def fetch_envelopes(
             continue
         left -= size
         try:
-            found.append(FoundEnvelope(referrer, _read_blob(client, layer["digest"], size), None, hints))
+            found.append(FoundEnvelope(referrer, read_blob(client, layer["digest"], size), None, hints))
         except RegistryError as e:
             found.append(FoundEnvelope(referrer, None, str(e), hints))
     return Attachments(found + unusable, listing.via, listing.listed, skipped)
