@@ -30,7 +30,6 @@ from modelseal.publish.referrers.order import (
 )
 from modelseal.publish.referrers.store import (
     ARTIFACT_TYPE,
-    DIGEST_PATTERN,
     ENVELOPE_MEDIA_TYPE,
     MAX_ENVELOPE_BYTES,
     MAX_INDEX_BYTES,
@@ -42,6 +41,7 @@ from modelseal.publish.referrers.store import (
 )
 from modelseal.publish.registry.blobs import read_blob
 from modelseal.publish.registry.client import RegistryClient
+from modelseal.publish.registry.reference import is_digest
 from modelseal.publish.registry.replies import json_object
 from modelseal.text import printable
 
@@ -153,8 +153,7 @@ def _artifact_layer(body: bytes, digest: str, subject: str) -> tuple[dict[str, A
     size = layer.get("size")
     if (
         layer.get("mediaType") != KINDS[kind]
-        or not isinstance(layer.get("digest"), str)
-        or not DIGEST_PATTERN.fullmatch(layer["digest"])
+        or not is_digest(layer.get("digest"))
         or not isinstance(size, int)
         or isinstance(size, bool)
         or not 0 <= size <= MAX_ENVELOPE_BYTES

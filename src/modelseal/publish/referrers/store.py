@@ -22,7 +22,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,11 +29,11 @@ from modelseal.errors import RegistryError
 from modelseal.publish.image import layout
 from modelseal.publish.referrers.order import ANN_KEYIDS, envelope_keyids, keyid_hint
 from modelseal.publish.registry.client import MANIFEST_TYPES, RegistryClient
+from modelseal.publish.registry.reference import is_digest
 from modelseal.publish.registry.replies import json_object
 
 __all__ = [
     "ARTIFACT_TYPE",
-    "DIGEST_PATTERN",
     "ENVELOPE_MEDIA_TYPE",
     "MAX_ENVELOPE_BYTES",
     "MAX_INDEX_BYTES",
@@ -61,7 +60,6 @@ MAX_INDEX_BYTES = 4 * 1024 * 1024
 MAX_ENVELOPE_BYTES = 1024 * 1024  # the operator's limit
 VIA_API = "referrers API"
 VIA_TAG = "referrers tag schema"
-DIGEST_PATTERN = re.compile(r"sha256:[0-9a-f]{64}")
 
 
 @dataclass(frozen=True)
@@ -181,8 +179,7 @@ def parse_index(body: bytes, where: str) -> dict[str, Any]:
         size = d.get("size") if isinstance(d, dict) else None
         if (
             not isinstance(d, dict)
-            or not isinstance(d.get("digest"), str)
-            or not DIGEST_PATTERN.fullmatch(d["digest"])
+            or not is_digest(d.get("digest"))
             or not isinstance(size, int)
             or isinstance(size, bool)
             or size < 0
