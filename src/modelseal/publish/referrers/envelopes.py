@@ -35,7 +35,6 @@ from modelseal.publish.referrers.store import (
     MAX_INDEX_BYTES,
     VIA_API,
     VIA_TAG,
-    get_manifest_capped,
     parse_index,
     read_tag_index,
 )
@@ -185,8 +184,8 @@ def fetch_envelopes(
     for position, d in enumerate(listing.descriptors):
         listed_hint = hinted(d.get("annotations"))
         try:
-            got = get_manifest_capped(
-                client, d["digest"], f"fetch referrer {d['digest']}", cap=MAX_ARTIFACT_MANIFEST_BYTES
+            got = client.get_manifest(
+                d["digest"], what=f"fetch referrer {d['digest']}", cap=MAX_ARTIFACT_MANIFEST_BYTES
             )
             if got is None:
                 raise RegistryError(f"referrer {d['digest']}: listed, but no such manifest")
