@@ -44,6 +44,7 @@ __all__ = [
     "AttachedImage",
     "ImageVerdict",
     "SignedImage",
+    "bound_files",
     "image_policy",
     "judge_attached",
     "read_attached",
@@ -166,7 +167,7 @@ def image_policy(policy: TrustPolicy, *, explicit_types: bool) -> TrustPolicy:
     return replace(policy, predicate_types=(*policy.predicate_types, IMAGE_PREDICATE_TYPE))
 
 
-def _bound_files(verdict: Verdict, info: dict[str, Any]) -> tuple[Verdict, list[dict[str, Any]]]:
+def bound_files(verdict: Verdict, info: dict[str, Any]) -> tuple[Verdict, list[dict[str, Any]]]:
     """An admitted image predicate must list the files the manifest holds; return them."""
     if not verdict.admitted or verdict.predicate_type != IMAGE_PREDICATE_TYPE:
         return verdict, []
@@ -247,7 +248,7 @@ def _judge(
         refusal: Verdict | None = None
         for index, policy in enumerate(policies if data is not None else ()):
             assert data is not None
-            verdict, files = _bound_files(check(data, policy, digest.removeprefix("sha256:")), info)
+            verdict, files = bound_files(check(data, policy, digest.removeprefix("sha256:")), info)
             if verdict.admitted:
                 return ImageVerdict(verdict, image, digest, referrer, via, files, tried, index,
                                     listed, skipped)  # fmt: skip
