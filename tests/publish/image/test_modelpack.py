@@ -6,14 +6,17 @@ import io
 import json
 import tarfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from modelseal.attest.signing.private_keys import generate_key
 from modelseal.errors import RegistryError, VerificationError
 from modelseal.publish.image import layout, media_types
 from modelseal.publish.image.contents import check_served, describe
 from modelseal.publish.image.modelpack import ModelPackShape
 from modelseal.publish.image.modelpack_config import parse_config
+from modelseal.publish.referrers.attestations import sign_image
 from modelseal.publish.registry.client import RegistryClient
 from modelseal.publish.registry.reference import parse_reference
 from tests.publish.helpers import model_files, push, skopeo
@@ -141,3 +144,27 @@ def test_a_third_party_modelpack_is_listed_checked_and_refused_when_bytes_differ
                 VerificationError, match=f"has SHA-256 {sha256(weights)}, not {sha256(other)}"
             ):
                 check_served(c, info, sha256(other))
+
+
+class _CountingClient(RegistryClient):
+    """Records each blob it opens."""
+
+    opened: list[str]
+
+    def open_blob(self, digest: str, *, chunk_size: int = 1024 * 1024) -> Any:
+        self.opened = [*getattr(self, "opened", []), digest]
+        return super().open_blob(digest, chunk_size=chunk_size)
+
+
+def test_signing_a_third_party_modelpack_streams_each_layer_once(registry: Registry) -> None:
+    """sign_image read every layer of a ModelPack twice (once to learn a tar layer's file digest,
+    again to check the annotations it had just filled in from those same bytes)."""
+    layers = [tar_layer("model.gguf", b"weights" * 5000), tar_layer("README.md", b"hi", "doc")]
+    image = push_modelpack(registry.host, "third/signed:v1", layers)
+    ref = parse_reference(image, allow_oci_scheme=True)
+    key = generate_key("ed25519")
+    with _CountingClient(ref, plain_http=True, backoff=0.01) as c:
+        signed = sign_image(c, ref, [key])
+    layer_digests = [f["layer"] for f in signed.info["files"]]
+    assert [f["sha256"] for f in signed.info["files"]] == [sha256(b"weights" * 5000), sha256(b"hi")]
+    assert sorted(d for d in c.opened if d in layer_digests) == sorted(layer_digests)

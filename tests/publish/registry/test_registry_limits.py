@@ -215,3 +215,48 @@ def test_an_earlier_layer_whose_annotations_are_not_an_object_is_nothing_to_reus
     with hostile_server(manifest_answer(answer)) as server, client(server.host) as c:
         ref = parse_reference(f"{server.host}/m:v1")
         assert _reuse_candidates(c, [(ref, "v1")]) == {("kept.bin", 4): "sha256:" + "b" * 64}
+
+
+HOSTILE_TAGS = ["../../v2/other/manifests/x", "a?b=c", "x#y", "%2e%2e", "with/slash", "-lead", "a" * 129,
+                "x\r\nX-Injected: 1", "é", 7, None]  # fmt: skip
+
+
+def tag_list_script(tags: list[object]) -> Callable[[Seen], Answer]:
+    body = json.dumps({"name": "m/x", "tags": tags}).encode()
+
+    def script(seen: Seen) -> Answer:
+        if seen.path.endswith("/tags/list"):
+            return Answer(200, {"Content-Type": "application/json"}, body)
+        return Answer(404) if "/manifests/" in seen.path else Answer(200)
+
+    return script
+
+
+def test_a_new_tag_reads_at_most_16_listed_tags_and_only_valid_ones() -> None:
+    """The lookup for a new tag's reusable blobs reads the registry's tag list: a name in it that
+    is not a tag never reaches a URL, and however long the list, at most 16 manifests are read."""
+    from modelseal.publish.image.publisher import _reuse_candidates, _sibling_tags
+    from modelseal.publish.registry.client import MAX_LISTED_TAGS
+
+    valid = [f"v{i:04d}" for i in range(1000)]
+    with hostile_server(tag_list_script([*valid, *HOSTILE_TAGS])) as server, client(server.host) as c:
+        siblings = _sibling_tags(c, "v0999")
+        assert siblings == valid[-MAX_LISTED_TAGS:-1]  # the last 16 valid names listed, less the new tag
+        ref = parse_reference(f"{server.host}/m/x:new")
+        assert _reuse_candidates(c, [(ref, t) for t in siblings]) == {}
+    fetched = [s.path for s in server.requests if "/manifests/" in s.path]
+    assert fetched == [f"/v2/m/x/manifests/{t}" for t in siblings]
+
+
+def test_an_endless_tag_list_is_read_to_its_cap_and_nothing_is_reused() -> None:
+    from modelseal.publish.image.publisher import _sibling_tags
+    from modelseal.publish.registry.client import MAX_TAG_LIST_BYTES
+
+    def script(seen: Seen) -> Answer:
+        return Answer(200, {"Content-Type": "application/json"}, endless(total=HUGE))
+
+    with hostile_server(script) as server, client(server.host) as c:
+        with pytest.raises(RegistryError, match=f"larger than {MAX_TAG_LIST_BYTES} bytes"):
+            c.list_tags()
+        assert _sibling_tags(c, "v1") == []
+    assert server.sent < 2 * (MAX_TAG_LIST_BYTES + 16 * 1024 * 1024)

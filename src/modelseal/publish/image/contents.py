@@ -19,7 +19,7 @@ from modelseal.errors import InputError, RegistryError, VerificationError
 from modelseal.publish.image import layout, media_types, modelpack_read
 from modelseal.publish.image.layer_content import LayerFile, read_layer
 from modelseal.publish.registry.client import MANIFEST_TYPES, RegistryClient
-from modelseal.publish.registry.reference import ImageReference
+from modelseal.publish.registry.reference import ImageReference, is_digest
 from modelseal.publish.registry.replies import json_object
 
 __all__ = ["check_primary", "check_served", "describe", "primary_file", "served_files"]
@@ -27,7 +27,6 @@ __all__ = ["check_primary", "check_served", "describe", "primary_file", "served_
 DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
 # uncompressed tar: what is hashed is what is unpacked
 LAYER_TYPES = (layout.MEDIA_LAYER, "application/vnd.docker.image.rootfs.diff.tar")
-_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _DIGITS = re.compile(r"[0-9]{1,20}")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -46,7 +45,7 @@ def _layer(layer: Any, index: int, where: str, pack: bool = False) -> dict[str, 
     if not isinstance(layer, dict):
         raise RegistryError(f"{where}: the manifest's {what} is not an object")
     digest, size, media_type = layer.get("digest"), layer.get("size"), layer.get("mediaType")
-    if not isinstance(digest, str) or not _DIGEST.fullmatch(digest):
+    if not is_digest(digest):
         raise RegistryError(f"{where}: the manifest's {what}.digest is not sha256: and 64 hex digits")
     if not isinstance(size, int) or isinstance(size, bool) or size < 0:
         raise RegistryError(f"{where}: the manifest's {what}.size is not a non-negative integer")

@@ -168,14 +168,19 @@ def build_config(diff_ids: list[str], platform: Platform) -> bytes:
     return canonical_json(config)
 
 
-def build_manifest(config: Descriptor, layers: list[Descriptor], annotations: dict[str, str]) -> bytes:
-    """The image manifest, annotated with ``annotations`` (sorted for stability)."""
-    manifest: dict[str, Any] = {
-        "schemaVersion": 2,
-        "mediaType": MEDIA_MANIFEST,
-        "config": config.to_dict(),
-        "layers": [layer.to_dict() for layer in layers],
-    }
+def build_manifest(
+    config: Descriptor,
+    layers: list[Descriptor],
+    annotations: dict[str, str],
+    artifact_type: str | None = None,
+) -> bytes:
+    """The image manifest (of an artifact, given its type), annotated with ``annotations``
+    (sorted for stability)."""
+    manifest: dict[str, Any] = {"schemaVersion": 2, "mediaType": MEDIA_MANIFEST}
+    if artifact_type is not None:
+        manifest["artifactType"] = artifact_type
+    manifest["config"] = config.to_dict()
+    manifest["layers"] = [layer.to_dict() for layer in layers]
     if annotations:
         manifest["annotations"] = dict(sorted(annotations.items()))
     return canonical_json(manifest)

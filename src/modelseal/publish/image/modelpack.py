@@ -143,7 +143,4 @@ class ModelPackShape:
         config_digest = upload(config)
         config_descriptor = layout.Descriptor(media_types.MODEL_CONFIG, config_digest, len(config))
         notes = {**annotations, layout.ANN_LAYOUT: LAYOUT_MODELPACK}
-        body = json.loads(layout.build_manifest(config_descriptor, descriptors, notes))
-        manifest = {"schemaVersion": 2, "mediaType": layout.MEDIA_MANIFEST,
-                    "artifactType": media_types.MODEL_MANIFEST, **body}  # fmt: skip
-        return layout.canonical_json(manifest)
+        return layout.build_manifest(config_descriptor, descriptors, notes, media_types.MODEL_MANIFEST)

@@ -27,9 +27,9 @@ from modelseal.errors import RegistryError, VerificationError
 from modelseal.publish.image import layout, media_types
 from modelseal.publish.image.layer_content import LayerFile
 from modelseal.publish.image.modelpack_config import MAX_CONFIG_BYTES, parse_config
-from modelseal.publish.referrers.envelopes import _read_blob
-from modelseal.publish.referrers.store import DIGEST_PATTERN
+from modelseal.publish.registry.blobs import read_blob
 from modelseal.publish.registry.client import RegistryClient
+from modelseal.publish.registry.reference import is_digest
 
 __all__ = [
     "is_modelpack",
@@ -130,13 +130,13 @@ def read_config(
     """
     config = manifest["config"]
     digest, size = config.get("digest"), config.get("size")
-    if not isinstance(digest, str) or not DIGEST_PATTERN.fullmatch(digest):
+    if not is_digest(digest):
         raise RegistryError(f"{where}: the config's digest is not sha256: and 64 hex digits")
     if not isinstance(size, int) or isinstance(size, bool):
         raise RegistryError(f"{where}: the config's size is not an integer")
     if not 0 <= size <= MAX_CONFIG_BYTES:
         raise RegistryError(f"{where}: the config's {size} bytes are not between 0 and {MAX_CONFIG_BYTES}")
-    parsed = parse_config(_read_blob(client, digest, size), where)
+    parsed = parse_config(read_blob(client, digest, size), where)
     diff_ids = parsed.modelfs.diffIds
     if len(diff_ids) != len(files):
         raise RegistryError(f"{where}: the config lists {len(diff_ids)} diffIds for {len(files)} layers")

@@ -44,6 +44,7 @@ __all__ = [
     "AttachedImage",
     "ImageVerdict",
     "SignedImage",
+    "bound_files",
     "image_policy",
     "judge_attached",
     "read_attached",
@@ -144,8 +145,10 @@ def sign_image(
         InputError: the image records no files (for the default predicate).
     """
     info, subject = read_subject(client, ref)
-    if predicate_type is None and read_layers and info.get("format") == "modelpack":
-        info = served_info(info, served_files(client, info))  # another tool's tar layers record no digest
+    if predicate_type is None and read_layers:
+        served = served_files(client, info)  # raises unless every layer's bytes agree with its annotations
+        if info.get("format") == "modelpack":
+            info = served_info(info, served)  # another tool's tar layers record no digest
     name = f"{ref.registry}/{ref.repository}"
     kind = predicate_type or IMAGE_PREDICATE_TYPE
     body = (
@@ -153,8 +156,6 @@ def sign_image(
         if predicate_type is not None
         else image_predicate(name, subject.digest, subject.media_type, info, issued=now)
     )
-    if predicate_type is None and read_layers:
-        served_files(client, info)  # raises unless every layer's bytes agree with its annotations
     statement = image_statement(name, subject.digest, kind, body or {})
     return SignedImage(sign_payload(statement, keys), subject, name, info, kind)
 
@@ -166,7 +167,7 @@ def image_policy(policy: TrustPolicy, *, explicit_types: bool) -> TrustPolicy:
     return replace(policy, predicate_types=(*policy.predicate_types, IMAGE_PREDICATE_TYPE))
 
 
-def _bound_files(verdict: Verdict, info: dict[str, Any]) -> tuple[Verdict, list[dict[str, Any]]]:
+def bound_files(verdict: Verdict, info: dict[str, Any]) -> tuple[Verdict, list[dict[str, Any]]]:
     """An admitted image predicate must list the files the manifest holds; return them."""
     if not verdict.admitted or verdict.predicate_type != IMAGE_PREDICATE_TYPE:
         return verdict, []
@@ -247,7 +248,7 @@ def _judge(
         refusal: Verdict | None = None
         for index, policy in enumerate(policies if data is not None else ()):
             assert data is not None
-            verdict, files = _bound_files(check(data, policy, digest.removeprefix("sha256:")), info)
+            verdict, files = bound_files(check(data, policy, digest.removeprefix("sha256:")), info)
             if verdict.admitted:
                 return ImageVerdict(verdict, image, digest, referrer, via, files, tried, index,
                                     listed, skipped)  # fmt: skip

@@ -12,7 +12,6 @@ more than its caps whatever a registry lists; the rest is counted as skipped.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -31,17 +30,17 @@ from modelseal.publish.referrers.order import (
 )
 from modelseal.publish.referrers.store import (
     ARTIFACT_TYPE,
-    DIGEST_PATTERN,
     ENVELOPE_MEDIA_TYPE,
     MAX_ENVELOPE_BYTES,
     MAX_INDEX_BYTES,
     VIA_API,
     VIA_TAG,
-    get_manifest_capped,
     parse_index,
     read_tag_index,
 )
+from modelseal.publish.registry.blobs import read_blob
 from modelseal.publish.registry.client import RegistryClient
+from modelseal.publish.registry.reference import is_digest
 from modelseal.publish.registry.replies import json_object
 from modelseal.text import printable
 
@@ -153,8 +152,7 @@ def _artifact_layer(body: bytes, digest: str, subject: str) -> tuple[dict[str, A
     size = layer.get("size")
     if (
         layer.get("mediaType") != KINDS[kind]
-        or not isinstance(layer.get("digest"), str)
-        or not DIGEST_PATTERN.fullmatch(layer["digest"])
+        or not is_digest(layer.get("digest"))
         or not isinstance(size, int)
         or isinstance(size, bool)
         or not 0 <= size <= MAX_ENVELOPE_BYTES
@@ -163,18 +161,6 @@ def _artifact_layer(body: bytes, digest: str, subject: str) -> tuple[dict[str, A
             f"{where}: the layer is not a {KINDS[kind]} of at most {MAX_ENVELOPE_BYTES} bytes"
         )
     return layer, hinted(manifest.get("annotations"))
-
-
-def _read_blob(client: RegistryClient, digest: str, size: int) -> bytes:
-    data = bytearray()
-    with client.open_blob(digest) as chunks:
-        for chunk in chunks:
-            data += chunk
-            if len(data) > size:
-                raise RegistryError(f"blob {digest[:19]}: more than the {size} bytes its descriptor gives")
-    if len(data) != size or "sha256:" + hashlib.sha256(data).hexdigest() != digest:
-        raise RegistryError(f"blob {digest[:19]}: the bytes served do not match its digest and size")
-    return bytes(data)
 
 
 def fetch_envelopes(
@@ -198,8 +184,8 @@ def fetch_envelopes(
     for position, d in enumerate(listing.descriptors):
         listed_hint = hinted(d.get("annotations"))
         try:
-            got = get_manifest_capped(
-                client, d["digest"], f"fetch referrer {d['digest']}", cap=MAX_ARTIFACT_MANIFEST_BYTES
+            got = client.get_manifest(
+                d["digest"], what=f"fetch referrer {d['digest']}", cap=MAX_ARTIFACT_MANIFEST_BYTES
             )
             if got is None:
                 raise RegistryError(f"referrer {d['digest']}: listed, but no such manifest")
@@ -217,7 +203,7 @@ def fetch_envelopes(
             continue
         left -= size
         try:
-            found.append(FoundEnvelope(referrer, _read_blob(client, layer["digest"], size), None, hints))
+            found.append(FoundEnvelope(referrer, read_blob(client, layer["digest"], size), None, hints))
         except RegistryError as e:
             found.append(FoundEnvelope(referrer, None, str(e), hints))
     return Attachments(found + unusable, listing.via, listing.listed, skipped)

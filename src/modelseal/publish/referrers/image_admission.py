@@ -16,7 +16,7 @@ from modelseal.attest.policy.admission_policy import AdmissionPolicy
 from modelseal.attest.policy.trust import TrustPolicy
 from modelseal.attest.socair.verifier import ExpectedDigest, evaluate
 from modelseal.attest.verdict import Verdict
-from modelseal.publish.referrers.attestations import AttachedImage, _bound_files
+from modelseal.publish.referrers.attestations import AttachedImage, bound_files
 
 __all__ = ["attached_candidates", "judge_image_admission"]
 
@@ -38,7 +38,7 @@ def judge_image_admission(
 
     def check(envelope: Envelope, trust: TrustPolicy) -> Verdict:
         verdict = evaluate(envelope, trust, expected=expected, now=now)
-        return _bound_files(verdict, attached.info)[0]
+        return bound_files(verdict, attached.info)[0]
 
     given = attached_candidates(attached) if candidates is None else candidates
     return judge_admission(policy, given, expected, now=now, check=check)

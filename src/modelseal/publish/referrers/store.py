@@ -22,19 +22,18 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from modelseal.errors import RegistryError
 from modelseal.publish.image import layout
 from modelseal.publish.referrers.order import ANN_KEYIDS, envelope_keyids, keyid_hint
-from modelseal.publish.registry.client import MANIFEST_TYPES, RegistryClient
+from modelseal.publish.registry.client import RegistryClient
+from modelseal.publish.registry.reference import is_digest
 from modelseal.publish.registry.replies import json_object
 
 __all__ = [
     "ARTIFACT_TYPE",
-    "DIGEST_PATTERN",
     "ENVELOPE_MEDIA_TYPE",
     "MAX_ENVELOPE_BYTES",
     "MAX_INDEX_BYTES",
@@ -44,7 +43,6 @@ __all__ = [
     "Subject",
     "artifact_manifest",
     "attach",
-    "get_manifest_capped",
     "parse_index",
     "push_referrer",
     "read_tag_index",
@@ -61,7 +59,6 @@ MAX_INDEX_BYTES = 4 * 1024 * 1024
 MAX_ENVELOPE_BYTES = 1024 * 1024  # the operator's limit
 VIA_API = "referrers API"
 VIA_TAG = "referrers tag schema"
-DIGEST_PATTERN = re.compile(r"sha256:[0-9a-f]{64}")
 
 
 @dataclass(frozen=True)
@@ -181,8 +178,7 @@ def parse_index(body: bytes, where: str) -> dict[str, Any]:
         size = d.get("size") if isinstance(d, dict) else None
         if (
             not isinstance(d, dict)
-            or not isinstance(d.get("digest"), str)
-            or not DIGEST_PATTERN.fullmatch(d["digest"])
+            or not is_digest(d.get("digest"))
             or not isinstance(size, int)
             or isinstance(size, bool)
             or size < 0
@@ -191,28 +187,12 @@ def parse_index(body: bytes, where: str) -> dict[str, Any]:
     return index
 
 
-def get_manifest_capped(
-    client: RegistryClient, reference: str, what: str, cap: int = MAX_INDEX_BYTES
-) -> tuple[bytes, str] | None:
-    """A manifest's bytes and media type (None: absent), read with a cap; one fetched
-    by digest must hash to it."""
-    status, headers, body = client.get_capped(
-        f"/v2/{client.repository}/manifests/{reference}", what=what, accept=", ".join(MANIFEST_TYPES),
-        cap=cap,
-    )  # fmt: skip
-    if status == 404:
-        return None
-    if reference.startswith("sha256:") and "sha256:" + hashlib.sha256(body).hexdigest() != reference:
-        raise RegistryError(f"{what}: {client.host} served other bytes for {reference}")
-    return body, headers.get("Content-Type", "").split(";")[0].strip()
-
-
 def read_tag_index(client: RegistryClient, digest: str) -> dict[str, Any]:
     tag = referrers_tag(digest)
-    got = get_manifest_capped(client, tag, f"read referrers tag {tag}")
+    got = client.get_manifest(tag, what=f"read referrers tag {tag}", cap=MAX_INDEX_BYTES)
     if got is None:
         return {"schemaVersion": 2, "mediaType": layout.MEDIA_INDEX, "manifests": []}
-    body, media_type = got
+    body, media_type, _ = got
     index = parse_index(body, f"referrers tag {tag}")
     if media_type != layout.MEDIA_INDEX or index.get("mediaType", layout.MEDIA_INDEX) != layout.MEDIA_INDEX:
         raise RegistryError(f"referrers tag {tag}: {media_type[:100]!r} is not an OCI image index")

@@ -5,12 +5,14 @@ to :data:`MAX_REDIRECTS` times, never from HTTPS to plain HTTP, and
 credentials go only to the registry's own scheme, host and port (the
 session's :meth:`~modelseal.publish.registry.session.RegistrySession.send` sees to
 both). Nothing is decompressed: the caller hashes exactly what was sent and
-checks the digest. An error body is read to 64 KiB at most.
+checks the digest (:func:`read_blob` does, for a small blob read whole). An
+error body is read to 64 KiB at most.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 from collections.abc import Iterator
 
 import httpx
@@ -20,7 +22,7 @@ from modelseal.publish.registry.replies import registry_error
 from modelseal.publish.registry.session import RETRY_STATUSES, RegistrySession
 from modelseal.publish.registry.urls import join_location, origin
 
-__all__ = ["MAX_ERROR_BODY", "MAX_REDIRECTS", "open_blob"]
+__all__ = ["MAX_ERROR_BODY", "MAX_REDIRECTS", "open_blob", "read_blob"]
 
 MAX_REDIRECTS = 5
 MAX_ERROR_BODY = 64 * 1024
@@ -41,6 +43,23 @@ def open_blob(
         yield _raw_chunks(response, chunk_size, what)
     finally:
         response.close()
+
+
+def read_blob(client: RegistrySession, digest: str, size: int) -> bytes:
+    """A small blob, whole: no more than its descriptor's ``size`` read, and its bytes ``digest``'s.
+
+    Raises:
+        RegistryError: unreadable, longer or shorter than ``size``, or another digest.
+    """
+    data = bytearray()
+    with open_blob(client, digest) as chunks:
+        for chunk in chunks:
+            data += chunk
+            if len(data) > size:
+                raise RegistryError(f"blob {digest[:19]}: more than the {size} bytes its descriptor gives")
+    if len(data) != size or "sha256:" + hashlib.sha256(data).hexdigest() != digest:
+        raise RegistryError(f"blob {digest[:19]}: the bytes served do not match its digest and size")
+    return bytes(data)
 
 
 def _blob_response(client: RegistrySession, url: str, what: str) -> httpx.Response:

@@ -117,10 +117,18 @@ class RegistryClient(RegistrySession):
             )
         return digest
 
-    def get_manifest(self, reference: str, *, repository: str | None = None) -> tuple[bytes, str, str] | None:
+    def get_manifest(
+        self,
+        reference: str,
+        *,
+        repository: str | None = None,
+        what: str | None = None,
+        cap: int = MAX_MANIFEST_BYTES,
+    ) -> tuple[bytes, str, str] | None:
         """Fetch a manifest by tag or digest: (bytes, media type, digest), or None if absent.
 
-        ``repository`` reads another repository of the same registry (for reuse).
+        ``repository`` reads another repository of the same registry (for reuse);
+        ``what`` names the read in errors; at most ``cap`` bytes are read.
         A manifest fetched by digest must hash to that digest.
 
         Raises:
@@ -132,17 +140,17 @@ class RegistryClient(RegistrySession):
         r = self.request(
             "GET",
             f"/v2/{repo}/manifests/{reference}",
-            what=f"fetch manifest {reference}",
+            what=what or f"fetch manifest {reference}",
             headers={"Accept": ", ".join(MANIFEST_TYPES)},
             ok=(200, 404),
-            limit=MAX_MANIFEST_BYTES,
+            limit=cap,
         )
         if r.status_code == 404:
             return None
         body = r.content
         digest = "sha256:" + hashlib.sha256(body).hexdigest()
         if reference.startswith("sha256:") and digest != reference:
-            raise RegistryError(f"fetch manifest: {self.host} served {digest} for {reference}")
+            raise RegistryError(f"{what or 'fetch manifest'}: {self.host} served {digest} for {reference}")
         media_type = r.headers.get("Content-Type", "").split(";")[0].strip()
         return body, media_type, digest
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from modelseal.errors import UsageError
 
-__all__ = ["ImageReference", "is_tag", "parse_reference"]
+__all__ = ["ImageReference", "is_digest", "is_tag", "parse_reference"]
 
 _HOST = re.compile(
     r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*|\[[0-9a-fA-F:]+\])(?::[0-9]{1,5})?"
@@ -26,6 +26,11 @@ def is_tag(name: str) -> bool:
 
 
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+
+
+def is_digest(value: object) -> bool:
+    """Whether ``value`` is a ``sha256:`` digest, 64 lowercase hex digits (and so safe in a URL path)."""
+    return isinstance(value, str) and _DIGEST.fullmatch(value) is not None
 
 
 @dataclass(frozen=True)
