@@ -17,13 +17,38 @@ from modelseal.attest.policy.trust import TrustPolicy
 from modelseal.attest.socair.verifier import ExpectedDigest, evaluate
 from modelseal.attest.verdict import Verdict
 from modelseal.publish.referrers.attestations import AttachedImage, bound_files
+from modelseal.publish.referrers.order import MAX_SIGNATURES_JUDGED, judging_order
 
-__all__ = ["attached_candidates", "judge_image_admission"]
+__all__ = ["attached_candidates", "judge_image_admission", "within_budget"]
 
 
 def attached_candidates(attached: AttachedImage) -> list[Candidate]:
     """Each envelope attached to the image, named by its referrer's digest."""
     return [Candidate(f.referrer, f.envelope, f.error) for f in attached.found]
+
+
+def within_budget(
+    policy: AdmissionPolicy,
+    candidates: Sequence[Candidate],
+    hints: Sequence[frozenset[str]] = (),
+    max_checks: int = MAX_SIGNATURES_JUDGED,
+) -> list[Candidate]:
+    """``candidates`` in the order :func:`~modelseal.publish.referrers.order.judging_order` gives
+    for the keys the requirements trust, those whose signatures (once for each requirement) no
+    longer fit in ``max_checks`` turned unusable, named as such: junk attached first, many
+    signatures each, costs a bounded number of checks and never hides what follows it in rank."""
+    prefer = frozenset(k for r in policy.requirements for k in r.trust.keys)
+    given = [(c.envelope, hints[i] if i < len(hints) else frozenset()) for i, c in enumerate(candidates)]
+    kept, spent = [], 0
+    for at, cost in judging_order(given, prefer, len(policy.requirements)):
+        candidate = candidates[at]
+        if spent + cost > max_checks:
+            why = f"not judged: over the cap of {max_checks} signatures judged for one image"
+            kept.append(Candidate(candidate.source, None, why))
+            continue
+        spent += cost
+        kept.append(candidate)
+    return kept
 
 
 def judge_image_admission(
@@ -40,5 +65,8 @@ def judge_image_admission(
         verdict = evaluate(envelope, trust, expected=expected, now=now)
         return bound_files(verdict, attached.info)[0]
 
-    given = attached_candidates(attached) if candidates is None else candidates
+    if candidates is None:
+        given = within_budget(policy, attached_candidates(attached), [f.hints for f in attached.found])
+    else:
+        given = within_budget(policy, candidates)
     return judge_admission(policy, given, expected, now=now, check=check)
