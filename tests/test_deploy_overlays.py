@@ -143,8 +143,35 @@ def test_the_webhooks_limits_fit_the_operators_memory() -> None:
     assert held <= memory_limit(found["container"]) // 2, held
 
 
-def test_only_the_api_server_reaches_the_webhook_port() -> None:
+def write_documented_overlay(folder: Path, deploy: Path = DEPLOY, overlay: str = "llmkube") -> Path:
+    """The overlay docs/beside-llmkube.md tells users to write for the NetworkPolicy, written to
+    ``folder`` with ``deploy`` where the page names ``../modelseal/deploy`` (and ``overlay`` for
+    its llmkube overlay)."""
+    page = (ROOT / "docs" / "beside-llmkube.md").read_text()
+    [block] = [b.split("\n", 1)[1] for b in page.split("```")[1::2]
+               if b.startswith("yaml") and "components/webhook-networkpolicy" in b]  # fmt: skip
+    text = block.replace("/overlays/llmkube]", f"/overlays/{overlay}]")
+    (folder / "kustomization.yaml").write_text(
+        text.replace("../modelseal/deploy", os.path.relpath(deploy, folder))
+    )
+    return folder
+
+
+def test_the_overlays_apply_as_they_are() -> None:
+    """The NetworkPolicy is a component a user adds with the API server's addresses: an overlay
+    applied as it is holds none, so the API server is not kept off the webhook by a placeholder."""
     docs = render(DEPLOY / "overlays" / "llmkube")
+    assert one(docs, "ValidatingWebhookConfiguration") and not [
+        d for d in docs if d["kind"] == "NetworkPolicy"
+    ]
+    component = yaml.safe_load(
+        (DEPLOY / "components" / "webhook-networkpolicy" / "kustomization.yaml").read_text()
+    )
+    assert component["kind"] == "Component"
+
+
+def test_only_the_api_server_reaches_the_webhook_port(tmp_path: Path) -> None:
+    docs = render(write_documented_overlay(tmp_path))
     policy = one(docs, "NetworkPolicy")
     deployment = one(docs, "Deployment")
     pod = deployment["spec"]["template"]
@@ -161,24 +188,11 @@ def test_only_the_api_server_reaches_the_webhook_port() -> None:
     assert rule["from"] and all(set(peer) == {"ipBlock"} for peer in rule["from"])  # no Pod is the API server
     for peer in rule["from"]:
         assert not peer["ipBlock"]["cidr"].endswith("/0") and not peer["ipBlock"].get("except")
-    others = {p["port"] for r in policy["spec"]["ingress"] if r is not rule for p in r["ports"]}
-    assert others == {"metrics", "healthz"}
-
-
-def test_the_api_servers_addresses_are_set_by_an_overlay(tmp_path: Path) -> None:
-    """The README's way of setting them: a patch of the policy's first rule from your own overlay."""
-    (tmp_path / "kustomization.yaml").write_text(
-        f"resources: [{os.path.relpath(DEPLOY / 'overlays' / 'llmkube', tmp_path)}]\n"
-        "patches:\n"
-        "  - target: {kind: NetworkPolicy, name: modelseal-webhook}\n"
-        "    patch: |-\n"
-        "      - op: replace\n"
-        "        path: /spec/ingress/0/from\n"
-        "        value: [{ipBlock: {cidr: 10.0.0.10/32}}, {ipBlock: {cidr: 10.244.0.0/32}}]\n"
-    )
-    [rule, _] = one(render(tmp_path), "NetworkPolicy")["spec"]["ingress"]
+    # the page's addresses replaced the placeholder
     assert [p["ipBlock"]["cidr"] for p in rule["from"]] == ["10.0.0.10/32", "10.244.0.0/32"]
     assert rule["ports"] == [{"protocol": "TCP", "port": "webhook"}]
+    others = {p["port"] for r in policy["spec"]["ingress"] if r is not rule for p in r["ports"]}
+    assert others == {"metrics", "healthz"}
 
 
 @pytest.mark.parametrize("overlay", ["standalone", "llmkube"])

@@ -5,7 +5,9 @@ nothing is stored), then applied. The llmkube overlay needs cert-manager's CRDs,
 installed here (no cert-manager module or manifest is obtainable from the package sources this
 machine may use), so its server dry run is expected to fail for exactly that reason; its variant
 ``llmkube-own-cert`` is applied instead, with a certificate the test makes (a copy of deploy/ in
-a temporary folder holds tls.crt and tls.key, as a user's checkout would).
+a temporary folder holds tls.crt and tls.key, as a user's checkout would). Last comes the overlay
+docs/beside-llmkube.md tells users to write to add the webhook's NetworkPolicy (the component
+deploy/components/webhook-networkpolicy, with the API server's addresses), over llmkube-own-cert.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import yaml
 
 from modelseal.operator.admission.webhook import make_self_signed
 from tests.cluster.control_plane import ROOT
+from tests.test_deploy_overlays import write_documented_overlay
 
 __all__ = ["KUBECTL", "Applied", "apply_overlays", "kubectl"]
 
@@ -51,7 +54,8 @@ class Applied:
 
 
 def apply_overlays(kubeconfig: Path, scratch: Path) -> Applied:
-    """Dry-run and apply standalone, try llmkube, dry-run and apply llmkube-own-cert."""
+    """Dry-run and apply standalone, try llmkube, dry-run and apply llmkube-own-cert, then the
+    documented overlay with the NetworkPolicy component (``with-networkpolicy``)."""
     copy = scratch / "checkout"
     shutil.copytree(ROOT / "deploy", copy / "deploy")
     variant = copy / "deploy" / "overlays" / "llmkube-own-cert"
@@ -64,8 +68,11 @@ def apply_overlays(kubeconfig: Path, scratch: Path) -> Applied:
                                        str(copy / "deploy" / "overlays" / "standalone"))  # fmt: skip
     made = kubectl(kubeconfig, "apply", "-f", str(copy / "deploy" / "base" / "namespace.yaml"))
     assert made.returncode == 0, made.stderr
-    for name in ("standalone", "llmkube", "llmkube-own-cert"):
-        folder = copy / "deploy" / "overlays" / name
+    mine = copy / "with-networkpolicy"
+    mine.mkdir()
+    write_documented_overlay(mine, copy / "deploy", "llmkube-own-cert")
+    for name in ("standalone", "llmkube", "llmkube-own-cert", mine.name):
+        folder = mine if name == mine.name else copy / "deploy" / "overlays" / name
         rendered = subprocess.run([KUBECTL or "kubectl", "kustomize", str(folder)], capture_output=True,
                                   text=True, check=True)  # fmt: skip
         applied.rendered[name] = [d for d in yaml.safe_load_all(rendered.stdout) if d]

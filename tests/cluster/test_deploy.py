@@ -29,7 +29,7 @@ def test_each_overlay_is_admitted_by_the_api_server_and_applied(deployed: Applie
         assert errors and all(line.endswith('namespaces "modelseal-system" not found') for line in errors), (
             fresh.stderr
         )
-    for name in ("standalone", "llmkube-own-cert"):
+    for name in ("standalone", "llmkube-own-cert", "with-networkpolicy"):
         assert deployed.dry_runs[name].returncode == 0, f"{name}: {deployed.dry_runs[name].stderr}"
         assert deployed.applies[name].returncode == 0, f"{name}: {deployed.applies[name].stderr}"
     # the llmkube overlay as is needs cert-manager's CRDs, and the API server says so: nothing
@@ -52,11 +52,21 @@ async def test_what_was_applied_is_what_the_api_server_keeps(deployed: Applied, 
     assert operator is not None
     pod = operator["spec"]["template"]["spec"]
     args = pod["containers"][0]["args"]
-    # the last overlay applied (llmkube-own-cert) decides the arguments: beside LLMKube
+    # the last overlays applied (llmkube-own-cert, then it with the NetworkPolicy) decide the
+    # arguments: beside LLMKube
     assert "--model-status=conditions" in args and "--evict-on-revoke" in args
     assert pod["serviceAccountName"] == "modelseal-operator"
     assert pod["volumes"] == [{"name": "webhook-tls", "secret": {"secretName": "modelseal-webhook-tls",
                                                                  "defaultMode": 420}}]  # fmt: skip
+    # the NetworkPolicy component, added as docs/beside-llmkube.md says, with the page's addresses
+    policy = await admin.get(
+        "/apis/networking.k8s.io/v1/namespaces/modelseal-system/networkpolicies/modelseal-webhook"
+    )
+    assert policy is not None
+    assert [p["ipBlock"]["cidr"] for p in policy["spec"]["ingress"][0]["from"]] == [
+        "10.0.0.10/32",
+        "10.244.0.0/32",
+    ]
     secret = await admin.get("/api/v1/namespaces/modelseal-system/secrets/modelseal-webhook-tls")
     assert secret is not None and secret["type"] == "kubernetes.io/tls"
     assert set(secret["data"]) == {"tls.crt", "tls.key"}

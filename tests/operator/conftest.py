@@ -1,14 +1,18 @@
-"""kmock with the Model and InferenceService CRDs, for the operator tests."""
+"""kmock with the Model and InferenceService CRDs, for the operator tests.
+
+Every test that runs the operator against kmock (the ``k8s`` fixture) checks, as it ends, that
+each API call the operator made is one deploy/'s ClusterRoles allow.
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
 
 from modelseal.operator.settings import GROUP, PLURAL, SERVICES, VERSION
-from tests.operator.cluster import Cluster, kmock_resource
+from tests.operator.cluster import Cluster, cluster_role_allows, kmock_resource, operator_api_calls
 from tests.operator.emulator import RealisticEmulator
 
 
@@ -18,11 +22,13 @@ def kmock_options(kmock_options: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.fixture
-def k8s(kmock: Any) -> Any:
+def k8s(kmock: Any) -> Iterator[Any]:
     kmock.resources.load_bundled()
     kmock.resources[f"{GROUP}/{VERSION}/{PLURAL}"] = kmock_resource()
     kmock.resources[f"{GROUP}/{VERSION}/{SERVICES}"] = kmock_resource("InferenceService")
-    return kmock
+    yield kmock
+    beyond = operator_api_calls(kmock) - cluster_role_allows()
+    assert not beyond, f"the operator made API calls deploy/'s ClusterRoles do not allow: {sorted(beyond)}"
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ from tests.operator.cluster import (
     ENFORCE,
     OPERATOR_PUB,
     Cluster,
-    cluster_role_allows,
     condition,
     operator_api_calls,
     phase,
@@ -151,8 +150,8 @@ async def test_periodic_recheck_catches_what_no_watch_reported(k8s: Any, cluster
 
 
 async def test_the_operator_only_does_what_its_cluster_role_allows(k8s: Any, cluster: Cluster) -> None:
-    """Every API call the operator (kopf and modelseal) makes fits deploy/rbac.yaml."""
-    allowed = cluster_role_allows()
+    """Every API call the operator (kopf and modelseal) makes fits deploy/rbac.yaml (the ``k8s``
+    fixture checks that as the test ends); these are calls it must make."""
     await cluster.trusted_keys(OPERATOR_PUB)
     await cluster.attestation("a", socair_envelope("withheld"))
     async with running_operator(k8s):
@@ -164,7 +163,6 @@ async def test_the_operator_only_does_what_its_cluster_role_allows(k8s: Any, clu
         await cluster.wait("qwen", phase("Ready"))
     used = operator_api_calls(k8s)
     assert used, "no API calls were recorded"
-    assert used <= allowed, used - allowed
     assert ("inference.llmkube.dev", "models/status", "patch") in used and ("", "events", "create") in used
 
 

@@ -49,8 +49,12 @@ def utcnow() -> datetime:
 
 @dataclass
 class _Checked:
+    """When a Model was last judged; whether it is rechecked as a refused one (refused, waiting, or
+    its status unwritten); whether the judgement refused it (enforce: its Pods are evicted)."""
+
     at: datetime
     blocked: bool
+    refused: bool = False
 
 
 class Reconciler(ModelJudge):
@@ -78,8 +82,6 @@ class Reconciler(ModelJudge):
         self.evictions = Evictions(self.metrics)
         #: the latest verdict per Model, which the admission webhook answers from
         self.verdicts: dict[ModelKey, ModelVerdict] = {}
-        #: the Models whose latest judgement refused them in enforce mode
-        self.refused: set[ModelKey] = set()
         #: the InferenceServices the watch showed, for the webhook's Pods and for eviction
         self.services = ServiceIndex()
 
@@ -125,7 +127,6 @@ class Reconciler(ModelJudge):
         self.status.forget(key)
         self.evictions.forget(key)
         self.verdicts.pop(key, None)
-        self.refused.discard(key)
         self.checked.pop(key, None)
 
     def verdict_for(self, namespace: str, name: str) -> tuple[int, ModelVerdict | None] | None:
@@ -244,7 +245,6 @@ class Reconciler(ModelJudge):
             before = self.verdicts.get(key)
             before = before if before is not None and before.uid == uid else None
             self.verdicts[key] = verdict = judged.verdict(generation_of(model), uid)
-            (self.refused.add if refused else self.refused.discard)(key)
             try:
                 await self.status.write(self.api, key, model, judged, now, self._remember_fresh)
                 evict = self.settings.evict_on_revoke and self.evictions.due(key, before, blocked)
@@ -255,7 +255,7 @@ class Reconciler(ModelJudge):
                     "Model %s/%s: the status was not written: %s", key[0], key[1], unexpected(e, "writing")
                 )
                 blocked = True
-            self.checked[key] = _Checked(now, blocked or waiting)
+            self.checked[key] = _Checked(now, blocked or waiting, refused)
             self.metrics.reconcile_seconds.observe(time.perf_counter() - started)
             return outcome
 
@@ -271,7 +271,9 @@ class Reconciler(ModelJudge):
             model_key = (key[0], name)
             async with self._locks.setdefault(model_key, asyncio.Lock()):
                 model, verdict = self.models.get(model_key), self.verdicts.get(model_key)
-                if model_key not in self.refused or model is None or verdict is None or self.api is None:
+                checked = self.checked.get(model_key)
+                refused = checked is not None and checked.refused
+                if not refused or model is None or verdict is None or self.api is None:
                     continue
                 users = self.services.using(*model_key)
                 try:

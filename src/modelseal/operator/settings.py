@@ -12,10 +12,10 @@ from modelseal.attest.policy.admission_policy import AdmissionPolicy
 from modelseal.attest.policy.trust import TrustPolicy
 from modelseal.attest.verdict import Mode
 from modelseal.durations import parse_max_age
-from modelseal.errors import InputError, UsageError
+from modelseal.errors import UsageError
 from modelseal.operator.admission import webhook_limits
 from modelseal.operator.decide.policy_source import parse_policy_flag
-from modelseal.operator.kube.names import check_label, check_subdomain
+from modelseal.operator.kube.names import parse_flag_ref
 from modelseal.operator.sources.source_image import RegistryAccess
 
 __all__ = [
@@ -62,18 +62,9 @@ def parse_trusted_keys(text: str, mode: Mode) -> tuple[str, str] | None:
     """
     if mode is Mode.OFF and not text:
         return None
-    namespace, _, name = text.partition("/")
-    if not namespace or not name or "/" in name:
-        raise UsageError(
-            "--model-attestation-trusted-keys must be namespace/name when --model-attestation is warn"
-            f' or enforce (got "{text}")'
-        )
-    try:
-        return check_label(namespace, "--model-attestation-trusted-keys namespace"), check_subdomain(
-            name, "--model-attestation-trusted-keys ConfigMap"
-        )
-    except InputError as e:
-        raise UsageError(e.message) from None
+    flag = "--model-attestation-trusted-keys"
+    shape = f'{flag} must be namespace/name when --model-attestation is warn or enforce (got "{text}")'
+    return parse_flag_ref(text, flag, shape)
 
 
 def parse_signing_secret(text: str | None, mode: Mode) -> tuple[str, str] | None:
@@ -84,20 +75,14 @@ def parse_signing_secret(text: str | None, mode: Mode) -> tuple[str, str] | None
     """
     if text is None:
         return None
-    namespace, _, name = text.partition("/")
-    if not namespace or not name or "/" in name:
-        raise UsageError(f"--publisher-signing-key-secret must be namespace/name (got {text!r})")
+    flag = "--publisher-signing-key-secret"
+    found = parse_flag_ref(text, flag, f"{flag} must be namespace/name (got {text!r})", kind="name")
     if mode is Mode.OFF:
         raise UsageError(
-            "--publisher-signing-key-secret needs --model-attestation warn or enforce: a publication is"
-            " signed only when its Model's attestation is admitted"
+            f"{flag} needs --model-attestation warn or enforce: a publication is signed only when its"
+            " Model's attestation is admitted"
         )
-    try:
-        return check_label(namespace, "--publisher-signing-key-secret namespace"), check_subdomain(
-            name, "--publisher-signing-key-secret name"
-        )
-    except InputError as e:
-        raise UsageError(e.message) from None
+    return found
 
 
 class StatusMode(enum.Enum):

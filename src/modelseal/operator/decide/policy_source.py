@@ -33,7 +33,7 @@ from modelseal.attest.policy.policy_file import MAX_POLICY_BYTES
 from modelseal.attest.policy.trust import TrustPolicy
 from modelseal.attest.verdict import Mode
 from modelseal.errors import InputError, PolicyFileError, UsageError
-from modelseal.operator.kube.names import check_label, check_subdomain
+from modelseal.operator.kube.names import parse_flag_ref
 from modelseal.text import printable
 
 if TYPE_CHECKING:
@@ -60,18 +60,11 @@ def parse_policy_flag(
         return None, None
     if Path(text).exists():
         return load_any_policy(text), None
-    namespace, _, name = text.partition("/")
-    if not namespace or not name or "/" in name:
-        raise UsageError(f"--model-attestation-policy {text}: no such file, nor a ConfigMap's namespace/name")
-    if mode is Mode.OFF:
-        raise UsageError(
-            "--model-attestation-policy NAMESPACE/NAME needs --model-attestation warn or enforce"
-        )
     flag = "--model-attestation-policy"
-    try:
-        return None, (check_label(namespace, f"{flag} namespace"), check_subdomain(name, f"{flag} ConfigMap"))
-    except InputError as e:
-        raise UsageError(e.message) from None
+    found = parse_flag_ref(text, flag, f"{flag} {text}: no such file, nor a ConfigMap's namespace/name")
+    if mode is Mode.OFF:
+        raise UsageError(f"{flag} NAMESPACE/NAME needs --model-attestation warn or enforce")
+    return None, found
 
 
 def _files(trust: Any) -> Iterator[tuple[str, Any]]:

@@ -13,9 +13,9 @@ from __future__ import annotations
 import re
 import urllib.parse
 
-from modelseal.errors import InputError
+from modelseal.errors import InputError, UsageError
 
-__all__ = ["api_path", "check_label", "check_subdomain", "is_label", "is_subdomain"]
+__all__ = ["api_path", "check_label", "check_subdomain", "is_label", "is_subdomain", "parse_flag_ref"]
 
 _LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _SUBDOMAIN = re.compile(rf"{_LABEL}(\.{_LABEL})*")
@@ -76,6 +76,21 @@ def check_label(name: object, what: str) -> str:
         )
     assert isinstance(name, str)
     return name
+
+
+def parse_flag_ref(text: str, flag: str, shape: str, kind: str = "ConfigMap") -> tuple[str, str]:
+    """A flag's ``NAMESPACE/NAME``: a namespace name and a ``kind`` name.
+
+    Raises:
+        UsageError: ``shape`` when ``text`` is not namespace/name; the part that is not a valid name.
+    """
+    namespace, _, name = text.partition("/")
+    if not namespace or not name or "/" in name:
+        raise UsageError(shape)
+    try:
+        return check_label(namespace, f"{flag} namespace"), check_subdomain(name, f"{flag} {kind}")
+    except InputError as e:
+        raise UsageError(e.message) from None
 
 
 def api_path(prefix: str, namespace: str, resource: str, name: str | None = None, sub: str = "") -> str:
