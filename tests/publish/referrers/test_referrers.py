@@ -336,3 +336,22 @@ def _manifest(**change: Any) -> bytes:
 def test_a_malformed_referrer_is_not_used(body: bytes, error: str) -> None:
     with pytest.raises((RegistryError, VerificationError), match=re.escape(error)):
         _artifact_layer(body, "sha256:" + "9" * 64, SUBJECT)
+
+
+def test_the_subject_is_read_with_one_manifest_get_of_a_tag(registry: Registry, tmp_path: Path) -> None:
+    ref = published(registry.host, tmp_path)
+    by_tag = parse_reference(f"{registry.host}/models/m:v1")
+    with client(registry.host) as c:
+        asked: list[str] = []
+        get = c.get_manifest
+
+        def counted(reference: str, *args: Any, **kw: Any) -> Any:
+            asked.append(reference)
+            return get(reference, *args, **kw)
+
+        c.get_manifest = counted  # type: ignore[method-assign]
+        info, subject = read_subject(c, by_tag)
+    body = skopeo("inspect", "--raw", "--tls-verify=false", f"docker://{registry.host}/models/m:v1").encode()
+    assert asked == ["v1"]  # the tag resolved once, its digest not fetched again
+    assert subject.digest == info["digest"] == ref.digest == "sha256:" + hashlib.sha256(body).hexdigest()
+    assert (subject.media_type, subject.size) == (layout.MEDIA_MANIFEST, len(body))

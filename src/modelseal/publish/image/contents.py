@@ -22,7 +22,7 @@ from modelseal.publish.registry.client import MANIFEST_TYPES, RegistryClient
 from modelseal.publish.registry.reference import ImageReference, is_digest
 from modelseal.publish.registry.replies import json_object
 
-__all__ = ["check_primary", "check_served", "describe", "primary_file", "served_files"]
+__all__ = ["check_primary", "check_served", "describe", "describe_manifest", "primary_file", "served_files"]
 
 DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
 # uncompressed tar: what is hashed is what is unpacked
@@ -87,6 +87,15 @@ def describe(client: RegistryClient, ref: ImageReference) -> dict[str, Any]:
         RegistryError: no such image, not an image manifest, malformed, or unreadable.
         VerificationError: the titles are unsafe or repeat, or a layer is foreign.
     """
+    return describe_manifest(client, ref)[0]
+
+
+def describe_manifest(client: RegistryClient, ref: ImageReference) -> tuple[dict[str, Any], bytes, str]:
+    """:func:`describe`'s result, and the manifest's bytes and media type as that one GET read them.
+
+    Raises:
+        RegistryError, VerificationError: as :func:`describe`.
+    """
     reference = ref.digest or ref.tag or "latest"
     got = client.get_manifest(reference)
     if got is None:
@@ -118,14 +127,18 @@ def describe(client: RegistryClient, ref: ImageReference) -> dict[str, Any]:
         raise VerificationError(
             f"{ref}: the manifest names the primary file {primary!r}, which no layer holds"
         )
-    return {
-        "image": ref.pinned(digest).oci,
-        "digest": digest,
-        "primary": primary,
-        "source": notes.get(layout.ANN_SOURCE),
-        "files": files,
-        **extra,
-    }
+    return (
+        {
+            "image": ref.pinned(digest).oci,
+            "digest": digest,
+            "primary": primary,
+            "source": notes.get(layout.ANN_SOURCE),
+            "files": files,
+            **extra,
+        },
+        body,
+        str(media_type or kind),
+    )
 
 
 def primary_file(info: dict[str, Any]) -> dict[str, Any]:

@@ -31,8 +31,7 @@ from modelseal.attest.socair.image_predicate import (
 )
 from modelseal.attest.socair.verifier import ExpectedDigest
 from modelseal.attest.verdict import Reason, Verdict
-from modelseal.errors import RegistryError
-from modelseal.publish.image.contents import describe, served_files
+from modelseal.publish.image.contents import describe_manifest, served_files
 from modelseal.publish.image.modelpack_read import served_info, signed_as_held
 from modelseal.publish.referrers.envelopes import FoundEnvelope, fetch_envelopes
 from modelseal.publish.referrers.order import DEFAULT_BUDGET, MAX_SIGNATURES_JUDGED, ReadBudget, judging_order
@@ -112,12 +111,8 @@ def read_subject(client: RegistryClient, ref: ImageReference) -> tuple[dict[str,
         RegistryError: no such image, or not a single image manifest.
         VerificationError: unsafe titles or a foreign layer.
     """
-    info = describe(client, ref)
-    got = client.get_manifest(info["digest"])
-    if got is None:
-        raise RegistryError(f"{ref}: the manifest {info['digest']} vanished while it was read")
-    body, media_type, digest = got
-    return info, Subject(digest, media_type or "application/vnd.oci.image.manifest.v1+json", len(body))
+    info, body, media_type = describe_manifest(client, ref)
+    return info, Subject(info["digest"], media_type, len(body))
 
 
 def sign_image(
