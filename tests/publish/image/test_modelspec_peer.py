@@ -15,11 +15,15 @@ from typing import Any
 
 import pytest
 
+from modelseal.errors import RegistryError
 from modelseal.publish.image import media_types
+from modelseal.publish.image.contents import describe
+from modelseal.publish.image.modelpack_config import parse_config
 from modelseal.publish.registry.blobs import read_blob
 from modelseal.publish.registry.reference import parse_reference
 from tests.cli.conftest import Run
 from tests.publish.image.test_modelpack import client_for
+from tests.publish.modelpack_helpers import push_modelpack, raw_layer, sha256
 from tests.publish.peers import peer, run
 from tests.publish.servers import Registry
 
@@ -137,4 +141,91 @@ def test_the_spec_refuses_what_modelseal_never_writes(cli: Run, registry: Regist
     ]
     assert mutated(*files, manifest=lambda m: m["config"].update(size=1))[0].startswith(
         "manifest: config descriptor sha256:"
+    )
+
+
+def config(
+    descriptor: str = "{}", conf: str = "{}", diff_ids: str = f'["{DIGEST}"]', kind: str = "layers"
+) -> bytes:
+    modelfs = f'{{"type":"{kind}","diffIds":{diff_ids}}}'
+    return f'{{"descriptor":{descriptor},"config":{conf},"modelfs":{modelfs}}}'.encode()
+
+
+def created(at: str) -> bytes:
+    return config(descriptor=f'{{"createdAt":"{at}"}}')
+
+
+def capabilities(caps: str) -> bytes:
+    return config(conf=f'{{"capabilities":{caps}}}')
+
+
+# (config, refused by the spec's Go code, refused by modelseal)
+HOSTILE = {
+    "valid": (config(), False, False),
+    "no modelfs": (b'{"descriptor":{},"config":{}}', True, True),
+    "no config": (
+        b'{"descriptor":{},"modelfs":{"type":"layers","diffIds":["' + DIGEST.encode() + b'"]}}',
+        True,
+        True,
+    ),
+    "an unknown top-level key": (config()[:-1] + b',"x":1}', True, True),
+    "Layers": (config(kind="Layers"), True, True),
+    "no diffIds": (config(diff_ids="[]"), True, True),
+    "a diffId that is no digest": (config(diff_ids='["a"]'), True, True),
+    "a diffId in upper case": (config(diff_ids=f'["sha256:{"A" * 64}"]'), True, True),
+    "a short diffId": (config(diff_ids='["sha256:abc"]'), True, True),
+    "an empty name": (config(descriptor='{"name":""}'), True, True),
+    "a null name": (config(descriptor='{"name":null}'), True, True),
+    "February 31": (created("2024-02-31T00:00:00Z"), True, True),
+    "February 29 of 2023": (created("2023-02-29T00:00:00Z"), True, True),
+    "February 29 of 2024": (created("2024-02-29T00:00:00Z"), False, False),
+    "a leap second": (created("2016-12-31T23:59:60Z"), True, True),
+    "second 60 at noon": (created("2024-01-01T12:00:60Z"), True, True),
+    "lower-case t and z": (created("2024-01-01t00:00:00z"), True, True),
+    "an offset and a fraction": (created("2024-01-01T00:00:00.123456789+05:30"), False, False),
+    "hour 24": (created("2024-01-01T24:00:00Z"), True, True),
+    "a date alone": (created("2024-01-01"), True, True),
+    "a cutoff of February 30": (capabilities('{"knowledgeCutoff":"2024-02-30T00:00:00Z"}'), True, True),
+    "a number for a boolean": (capabilities('{"reasoning":1}'), True, True),
+    "an unknown modality": (capabilities('{"inputTypes":["smell"]}'), True, True),
+    "a number for a string": (config(conf='{"format":1}'), True, True),
+    "Format": (config(conf='{"Format":"gguf"}'), True, True),
+    "trailing JSON": (config() + b" {}", True, True),
+    "a byte-order mark": (b"\xef\xbb\xbf" + config(), True, True),
+    "nested deeply": (capabilities("[" * 10000 + "]" * 10000), True, True),
+    # modelseal refuses what v0.0.7 accepts: its JSON rules, and the capabilities of the schema's later
+    # revision, which names its properties and no others (v0.0.7's takes any, and has no languages)
+    "a duplicate key": (config(descriptor='{"name":"a","name":"b"}'), False, True),
+    "a lone surrogate": (config(descriptor='{"name":"\\ud800"}'), False, True),
+    "an embedding capability": (capabilities('{"embedding":true}'), False, True),
+    "an unknown capability": (capabilities('{"x":1}'), False, True),
+    "an upper-case language": (capabilities('{"languages":["EN"]}'), False, True),
+    # v0.0.7 refuses what the schema's later revision added, and modelseal reads
+    "datasetsURL": (config(descriptor='{"datasetsURL":["https://example.com/d"]}'), True, False),
+}
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+def test_modelseal_and_the_spec_judge_configs_alike(tmp_path: Path, name: str) -> None:
+    body, go_refuses, modelseal_refuses = HOSTILE[name]
+    (tmp_path / "config.json").write_bytes(body)
+    code, findings = check(tmp_path / "config.json", config_only=True)
+    assert (code == 1, findings != ["ok"]) == (go_refuses, go_refuses), findings
+    if modelseal_refuses:
+        with pytest.raises(RegistryError, match=r"^x: the ModelPack config is not"):
+            parse_config(body, "x")
+    else:
+        parse_config(body, "x")
+
+
+def test_modelseal_refuses_to_read_a_config_the_spec_refuses(registry: Registry) -> None:
+    """Otherwise valid: its diffId is the raw layer's, so the old rules listed its file."""
+    layer = raw_layer("model.gguf", b"weights")
+    body = config('{"createdAt":"2024-02-31T00:00:00Z"}', diff_ids=f'["sha256:{sha256(layer[0])}"]')
+    image = push_modelpack(registry.host, "spec/feb31:v1", [layer], config=body)
+    with client_for(image) as c, pytest.raises(RegistryError) as caught:
+        describe(c, parse_reference(image, allow_oci_scheme=True))
+    assert str(caught.value).endswith(
+        "the ModelPack config is not valid against the spec's schema: descriptor.createdAt:"
+        " Value error, '2024-02-31T00:00:00Z' is not an RFC 3339 date-time"
     )
