@@ -1,4 +1,4 @@
-"""The Go peers (oras, cosign), built at pinned releases by scripts/peers.sh into a cache."""
+"""The Go peers (oras, cosign, modelspec-check), built at pinned releases by scripts/peers.sh into a cache."""
 
 from __future__ import annotations
 

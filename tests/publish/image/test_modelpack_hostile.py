@@ -135,7 +135,8 @@ def test_raw_annotations_that_disagree_with_the_digest(registry: Registry) -> No
         (None, config_for([]), "modelfs.diffIds"),
         (
             None,
-            b'{"descriptor":{},"config":{},"modelfs":{"type":"layers","diffIds":["a"]},"x":1}',
+            b'{"descriptor":{},"config":{},"modelfs":{"type":"layers","diffIds":["sha256:%s"]},"x":1}'
+            % (b"0" * 64),
             "not valid against the spec's schema: x",
         ),
     ],

@@ -1,17 +1,25 @@
 """The ModelPack v1 config (``application/vnd.cncf.model.config.v1+json``), written and read.
 
-The rules are the spec's JSON schema (model-spec v0.0.7, ``schema/config-schema.json``),
-restated as pydantic models: three required objects, ``descriptor``, ``config`` and
-``modelfs``, no property outside those the schema names (at any level),
-``modelfs.type`` ``layers`` with at least one ``diffIds`` entry, ``descriptor.name``
-non-empty when given, RFC 3339 times, two-letter lowercase languages, and the
-modalities the schema lists. What modelseal writes is parsed back by the same
+The rules are the spec's JSON schema (``schema/config-schema.json``), restated as
+pydantic models: three required objects, ``descriptor``, ``config`` and ``modelfs``, no
+property outside those the schema names (at any level), ``modelfs.type`` ``layers``
+with at least one ``diffIds`` entry, ``descriptor.name`` non-empty when given, RFC 3339
+times, two-letter lowercase languages, and the modalities the schema lists. The
+properties are those of the schema's revision after v0.0.7 (``datasetsURL``,
+``capabilities.reward`` and ``languages`` added, ``capabilities`` closed); its
+``transformerConfig`` is not restated, so refused.
+
+Where the spec's Go code (v0.0.7: its validator, the types a config decodes into,
+and go-digest) refuses, so do these models: a date that is not in the calendar,
+second 60, a lower-case ``t`` or ``z`` (Go's RFC 3339 parser takes neither), and a
+diffId that is not a digest. What modelseal writes is parsed back by the same
 models before it is pushed.
 """
 
 # ruff: noqa: N815  (the field names are the schema's, camelCase as on the wire)
 from __future__ import annotations
 
+import calendar
 import re
 from typing import Annotated, Literal
 
@@ -32,19 +40,29 @@ from modelseal.publish.image.layout import canonical_json
 __all__ = ["ModelConfig", "ModelDescriptor", "ModelFS", "ModelPackConfig", "build_config", "parse_config"]
 
 MAX_CONFIG_BYTES = 1024 * 1024
-# RFC 3339, section 5.6 (date-time)
+# RFC 3339, section 5.6 (date-time), as Go's time.RFC3339 parses it: upper-case T and Z, no second 60
 _DATE_TIME = re.compile(
-    r"[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])[Tt]([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)"
-    r"(\.[0-9]+)?([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"
+    r"([0-9]{4})-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]"
+    r"(\.[0-9]+)?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"
 )
+_DAYS = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 Modality = Literal["text", "image", "audio", "video", "embedding", "other"]
 Language = Annotated[str, StringConstraints(pattern=r"^[a-z]{2}$")]
+# a digest as go-digest validates one: a registered algorithm and its length of lower-case hex
+Digest = Annotated[
+    str, StringConstraints(pattern=r"^(sha256:[a-f0-9]{64}|sha384:[a-f0-9]{96}|sha512:[a-f0-9]{128})$")
+]
 
 
 def _date_time(value: str | None) -> str | None:
-    if value is not None and not _DATE_TIME.fullmatch(value):
+    match = _DATE_TIME.fullmatch(value) if value is not None else None
+    if value is not None and (match is None or int(match[3]) > _days_in(int(match[1]), int(match[2]))):
         raise ValueError(f"{value[:40]!r} is not an RFC 3339 date-time")
     return value
+
+
+def _days_in(year: int, month: int) -> int:
+    return 29 if month == 2 and calendar.isleap(year) else _DAYS[month - 1]
 
 
 class _Strict(BaseModel):
@@ -101,7 +119,7 @@ class ModelDescriptor(_Strict):
 
 class ModelFS(_Strict):
     type: Literal["layers"]
-    diffIds: Annotated[list[str], Field(min_length=1)]
+    diffIds: Annotated[list[Digest], Field(min_length=1)]
 
 
 class ModelPackConfig(_Strict):
