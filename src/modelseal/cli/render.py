@@ -78,6 +78,8 @@ def admitted(verdict: Verdict, *, bound: bool) -> str:
             lines.append(f"  subject {s['digest'].get('sha256', '-')} ({s['name']})")
     for other in verdict.signers[1:]:
         lines.append(f"  also signed by key {other.keyid}")
+    if d.get("statement"):  # cosign's in-toto v0.1, read only in a bundle attached to the image
+        lines.append(f"  statement {d['statement']} (cosign's, in a Sigstore bundle attached to the image)")
     if not bound:
         lines.append(
             "  the artifact itself was not checked; pass --artifact <path> or --sha256 <hex> to bind it"

@@ -17,6 +17,7 @@ from modelseal.attest.signing.sign import make_statement, sign_payload
 from modelseal.attest.socair.verifier import ExpectedDigest
 from modelseal.attest.verdict import Reason
 from modelseal.errors import KeyFileError, PolicyFileError
+from modelseal.publish.referrers.bundles import envelope_bundle
 
 DIGEST = "ab" * 32
 OTHER = "cd" * 32
@@ -307,3 +308,37 @@ def test_a_refusal_of_many_requirements_stays_one_bounded_line(keys: dict[str, A
     assert message.endswith("; and 56 more (--json lists them)")
     assert len(message) < 8 * 600
     assert len(result.requirements) == 64 and all(len(r.message) > 500 for r in result.requirements)
+
+
+def test_sigstore_bundles_meet_requirements_as_verify_judges_them(keys: dict[str, Any]) -> None:
+    """A bundle is judged as an envelope is, by the requirement's trust and rule; cosign's in-toto
+    v0.1 statement only in a bundle attached to the image judged, never in one given as a file."""
+    p = policy(keys, PROVENANCE)
+    builder = keys["builder"]
+
+    def bundle(statement: bytes) -> bytes:
+        return envelope_bundle(sign_payload(statement, [builder]), builder.public)
+
+    v1 = make_statement([("model", DIGEST)], SLSA, provenance("refs/tags/v1"))
+    v01 = json.dumps({**json.loads(v1), "_type": "https://in-toto.io/Statement/v0.1"}).encode()
+    bom = envelope(BOM, {"vulnerabilities": []}, keys["scanner"])
+    met = judge(p, bundle(v1), bom)
+    assert met.verdict.admitted, met.verdict.message
+    assert met.requirements[0].attestation == "att0"
+    given = judge(p, bundle(v01), bom)
+    assert not given.verdict.admitted and given.requirements[0].outcome is Outcome.MISSING
+    assert given.unreadable == (("att0", LEGACY),)
+    attached = [Candidate("ref", bundle(v01), attached=True), Candidate("bom", bom, attached=True)]
+    assert judge_admission(p, attached, ExpectedDigest(DIGEST), now=NOW).verdict.admitted
+    envelope_v01 = sign_payload(v01, [builder]).to_json()  # an envelope, attached or not: v1 only
+    refused = judge_admission(p, [Candidate("env", envelope_v01, attached=True), Candidate("bom", bom)],
+                              ExpectedDigest(DIGEST), now=NOW)  # fmt: skip
+    assert refused.unreadable == (("env", LEGACY),)
+    rule_false = judge(p, bundle(make_statement([("model", DIGEST)], SLSA, provenance("main"))), bom)
+    assert rule_false.requirements[0].outcome is Outcome.RULE_FALSE
+
+
+LEGACY = (
+    'statement type "https://in-toto.io/Statement/v0.1" is a legacy in-toto version;'
+    " only https://in-toto.io/Statement/v1 is accepted"
+)

@@ -20,13 +20,14 @@ from typing import Any, Protocol
 from cryptography.hazmat.primitives import serialization
 
 from modelseal.attest.bundles.bundle import SigstoreBundle, is_bundle, parse_bundle
+from modelseal.attest.bundles.cosign import bundle_statement
 from modelseal.attest.bundles.oms import LEGACY_PREDICATE_TYPE, PREDICATE_TYPE, OmsManifest, read_manifest
 from modelseal.attest.bundles.oms_model import ModelComparison, compare_model
 from modelseal.attest.dsse import gojson
 from modelseal.attest.dsse.envelope import Envelope, EnvelopeSignature
 from modelseal.attest.dsse.keys import Keyring, PublicKey
 from modelseal.attest.dsse.signatures import key_signer, refuse, verify_signatures
-from modelseal.attest.dsse.statement import parse_statement
+from modelseal.attest.dsse.statement import STATEMENT_V01
 from modelseal.attest.policy.trust import TrustPolicy
 from modelseal.attest.socair.verifier import ExpectedDigest, evaluate
 from modelseal.attest.verdict import Reason, Signer, Verdict
@@ -151,9 +152,16 @@ def evaluate_bundle(
     expected: ExpectedDigest | None = None,
     authority: CertificateAuthority | None = None,
     now: datetime | None = None,
+    attached: bool = False,
 ) -> Verdict:
-    """Evaluate a Sigstore bundle against a policy (or a certificate authority). Never raises."""
+    """Evaluate a Sigstore bundle against a policy (or a certificate authority). Never raises.
+
+    ``attached``: the bundle was read as an OCI referrer of the image whose digest is
+    ``expected``; its statement may then be cosign's in-toto v0.1
+    (:func:`modelseal.attest.bundles.cosign.bundle_statement`).
+    """
     now = now or datetime.now(UTC)
+    cosign = attached and expected is not None
     details: dict[str, Any] = {}
     facts: dict[str, Any] = {}
     signers: list[Signer] = []
@@ -192,7 +200,9 @@ def evaluate_bundle(
                 env, keys, threshold=policy.threshold, inactive=inactive, all_keys=policy.keys
             )
             signers.extend(key_signer(k) for k in signed)
-        statement = parse_statement(payload)
+        statement = bundle_statement(payload, attached=cosign)
+        if statement.type == STATEMENT_V01:
+            details["statement"] = STATEMENT_V01  # cosign's, read as it wrote it
         facts["predicate_type"] = statement.predicate_type
         if statement.predicate_type not in (PREDICATE_TYPE, LEGACY_PREDICATE_TYPE):
             if model is not None and expected is None:  # asked to bind a model: never admit unbound
@@ -203,7 +213,13 @@ def evaluate_bundle(
                 )
             if bundle.method == "certificate":
                 return _generic_certified(statement, policy, expected, signers, details, now)
-            verdict = evaluate(bundle.envelope, policy, expected=expected, now=now)
+            verdict = evaluate(
+                bundle.envelope,
+                policy,
+                expected=expected,
+                now=now,
+                statement_of=lambda p: bundle_statement(p, attached=cosign),
+            )
             return verdict.model_copy(update={"details": {**verdict.details, **details}})
         manifest = read_manifest(statement)
         facts["subject_digest"] = manifest.root_digest

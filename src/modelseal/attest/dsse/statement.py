@@ -4,6 +4,13 @@ Only ``https://in-toto.io/Statement/v1`` is accepted. v0.1 statements and
 in-toto links or layouts get reasons of their own, so nobody mistakes a legacy
 document for a current one. Unknown fields are kept and ignored, as the
 in-toto parsing rules ask.
+
+One exception, decided in one place (:mod:`modelseal.attest.bundles.cosign`):
+``legacy_v01=True`` reads an in-toto Statement v0.1 too, for the Sigstore
+bundles ``cosign attest`` attaches to an image. The two versions agree on
+everything checked here (``subject`` a list of a name and a DigestSet,
+``predicateType``, a free-form ``predicate``); only ``_type`` differs, and
+:attr:`Statement.type` keeps it.
 """
 
 from __future__ import annotations
@@ -17,10 +24,18 @@ from modelseal.attest.dsse.validation import first_error
 from modelseal.attest.verdict import Reason
 from modelseal.errors import VerificationError
 
-__all__ = ["STATEMENT_V1", "ResourceDescriptor", "Statement", "parse_statement"]
+__all__ = [
+    "STATEMENT_V01",
+    "STATEMENT_V1",
+    "ResourceDescriptor",
+    "Statement",
+    "legacy_statement",
+    "parse_statement",
+]
 
 STATEMENT_V1 = "https://in-toto.io/Statement/v1"
-_LEGACY_STATEMENTS = ("https://in-toto.io/Statement/v0.1", "https://in-toto.io/Statement/v0.2")
+STATEMENT_V01 = "https://in-toto.io/Statement/v0.1"
+_LEGACY_STATEMENTS = (STATEMENT_V01, "https://in-toto.io/Statement/v0.2")
 MAX_SUBJECTS = 10_000
 
 
@@ -53,8 +68,18 @@ def _fail(reason: Reason, message: str) -> VerificationError:
     return VerificationError(message, reason=reason.value)
 
 
-def parse_statement(payload: bytes) -> Statement:
-    """Parse verified payload bytes as an in-toto Statement v1.
+def legacy_statement(kind: str) -> VerificationError:
+    """The refusal of a legacy in-toto statement type (socair-verify's words)."""
+    return _fail(
+        Reason.STATEMENT_LEGACY,
+        f"statement type {gojson.go_quote(kind)} is a legacy in-toto version;"
+        f" only {STATEMENT_V1} is accepted",
+    )
+
+
+def parse_statement(payload: bytes, *, legacy_v01: bool = False) -> Statement:
+    """Parse verified payload bytes as an in-toto Statement v1 (or v0.1 too, with ``legacy_v01``:
+    set only by :func:`modelseal.attest.bundles.cosign.bundle_statement`).
 
     Raises:
         VerificationError: not JSON, an in-toto link or layout, a legacy or
@@ -72,13 +97,9 @@ def parse_statement(payload: bytes) -> Statement:
             Reason.NOT_A_STATEMENT,
             f"payload is an in-toto {kind}, not an attestation statement",
         )
-    if kind in _LEGACY_STATEMENTS:
-        raise _fail(
-            Reason.STATEMENT_LEGACY,
-            f"statement type {gojson.go_quote(str(kind))} is a legacy in-toto version;"
-            f" only {STATEMENT_V1} is accepted",
-        )
-    if kind != STATEMENT_V1:
+    if kind in _LEGACY_STATEMENTS and not (legacy_v01 and kind == STATEMENT_V01):
+        raise legacy_statement(str(kind))
+    if kind not in (STATEMENT_V1, STATEMENT_V01):
         shown = gojson.go_quote(kind) if isinstance(kind, str) else str(kind)
         raise _fail(
             Reason.STATEMENT_INVALID,

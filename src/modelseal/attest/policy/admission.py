@@ -1,10 +1,13 @@
 """Judging attestations by an admission policy: each requirement met by at least one.
 
-An attestation meets a requirement when its statement's predicate type is
-the requirement's, the requirement's own trust admits it for the judged
-digest (the same :func:`modelseal.attest.socair.verifier.evaluate` as ``verify``:
+An attestation (a DSSE envelope or a Sigstore bundle) meets a requirement
+when its statement's predicate type is the requirement's, the requirement's
+own trust admits it for the judged digest (the same
+:func:`modelseal.attest.bundles.any_attestation.evaluate_any` as ``verify``:
 signatures, threshold, revocation, key windows, subject, age), and its rule,
-if any, is true. The statement's predicate type is read before any signature
+if any, is true. A bundle read as a referrer of the judged image may carry
+cosign's in-toto v0.1 statement, as ``verify --image`` reads it
+(:mod:`modelseal.attest.bundles.cosign`). The statement's predicate type is read before any signature
 is checked only to tell "missing" from "untrusted"; nothing is admitted on
 it. Rules run together, bounded (:mod:`modelseal.attest.policy.cel_rules`).
 
@@ -21,13 +24,13 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from modelseal.attest.dsse.envelope import Envelope, b64decode, parse_envelope
-from modelseal.attest.dsse.statement import Statement, parse_statement
+from modelseal.attest.bundles.any_attestation import evaluate_any, unverified_statement
+from modelseal.attest.dsse.statement import Statement
 from modelseal.attest.policy.admission_policy import AdmissionPolicy, Requirement
 from modelseal.attest.policy.cel_rules import RuleResult, evaluate_rules
 from modelseal.attest.policy.trust import TrustPolicy
 from modelseal.attest.socair.issue_time import parse_rfc3339
-from modelseal.attest.socair.verifier import ExpectedDigest, evaluate
+from modelseal.attest.socair.verifier import ExpectedDigest
 from modelseal.attest.verdict import Reason, Verdict
 from modelseal.errors import Error
 from modelseal.text import printable
@@ -38,8 +41,8 @@ __all__ = ["AdmissionResult", "Candidate", "Outcome", "RequirementResult", "judg
 #: characters, so it fits a Model's condition; ``--json`` lists every one in full
 MAX_LISTED = 8
 MAX_MESSAGE = 400
-#: one envelope's verdict under one requirement's trust (the image check adds its file binding)
-Check = Callable[[Envelope, TrustPolicy], Verdict]
+#: what the judge of an image adds to a verdict: its file binding
+Bind = Callable[[Verdict], Verdict]
 
 
 class Outcome(StrEnum):
@@ -62,8 +65,9 @@ class Candidate:
     """One attestation to judge: where it came from, and its bytes (or why it is unusable)."""
 
     source: str  # a file name or a referrer's digest
-    envelope: bytes | None
+    envelope: bytes | None  # a DSSE envelope or a Sigstore bundle
     error: str | None = None
+    attached: bool = False  # read as a referrer of the image judged
 
 
 @dataclass(frozen=True)
@@ -104,7 +108,8 @@ class AdmissionResult:
 @dataclass
 class _Read:
     source: str
-    envelope: Envelope
+    data: bytes
+    attached: bool
     statement: Statement
 
 
@@ -112,11 +117,10 @@ def _read(candidate: Candidate) -> _Read | str:
     if candidate.envelope is None:
         return candidate.error or "unreadable"
     try:
-        envelope = parse_envelope(candidate.envelope)
-        statement = parse_statement(b64decode(envelope.payload_b64))
+        statement = unverified_statement(candidate.envelope, attached=candidate.attached)
     except (Error, ValueError) as e:
         return printable(str(e))
-    return _Read(candidate.source, envelope, statement)
+    return _Read(candidate.source, candidate.envelope, candidate.attached, statement)
 
 
 def _variables(read: _Read, verdict: Verdict, now: datetime) -> dict[str, Any]:
@@ -150,17 +154,18 @@ def judge_admission(
     expected: ExpectedDigest,
     *,
     now: datetime,
-    check: Check | None = None,
+    bind: Bind | None = None,
 ) -> AdmissionResult:
-    """Judge ``candidates`` by every requirement of ``policy`` for the digest ``expected``.
+    """Judge ``candidates`` by every requirement of ``policy`` for the digest ``expected``
+    (each verdict passed through ``bind``, when given).
 
     Never raises for bad input: an unreadable attestation meets nothing.
     """
 
-    def default_check(envelope: Envelope, trust: TrustPolicy) -> Verdict:
-        return evaluate(envelope, trust, expected=expected, now=now)
+    def judge(read: _Read, trust: TrustPolicy) -> Verdict:
+        verdict = evaluate_any(read.data, trust, expected=expected, now=now, attached=read.attached)
+        return bind(verdict) if bind is not None else verdict
 
-    judge = check or default_check
     readable: list[_Read] = []
     unreadable: list[tuple[str, str]] = []
     for candidate in candidates:
@@ -178,7 +183,7 @@ def judge_admission(
         for read in readable:
             if read.statement.predicate_type != requirement.predicate_type:
                 continue
-            verdict = judge(read.envelope, requirement.trust)
+            verdict = judge(read, requirement.trust)
             signers = tuple(s.model_dump(mode="json") for s in verdict.signers)
             if not verdict.admitted:
                 found[index].append((Outcome.UNTRUSTED, printable(verdict.message), read.source,

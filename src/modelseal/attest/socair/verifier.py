@@ -9,6 +9,7 @@ here raises for bad input.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -135,8 +136,13 @@ def evaluate(
     *,
     expected: ExpectedDigest | None = None,
     now: datetime | None = None,
+    statement_of: Callable[[bytes], Statement] = parse_statement,
 ) -> Verdict:
-    """Evaluate an attestation against a policy. Never raises for bad input."""
+    """Evaluate an attestation against a policy. Never raises for bad input.
+
+    ``statement_of`` reads the verified payload: in-toto v1 only, unless the caller is the
+    bundle verifier judging a bundle attached cosign's way (:mod:`modelseal.attest.bundles.cosign`).
+    """
     now = now or datetime.now(UTC)
     signed: list[PublicKey] = []
     facts: dict[str, Any] = {}
@@ -147,7 +153,7 @@ def evaluate(
         payload, signed = verify_signatures(
             env, keys, threshold=policy.threshold, inactive=inactive, all_keys=policy.keys
         )
-        statement = parse_statement(payload)
+        statement = statement_of(payload)
         facts["predicate_type"] = statement.predicate_type
         facts["subject_digest"] = next(iter(statement.digests()), None)
         if statement.predicate_type not in policy.predicate_types:

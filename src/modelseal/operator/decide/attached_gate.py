@@ -125,7 +125,7 @@ def evaluate_attached(
         return refused(f"read {read.digest}, not the pinned {image.digest}", Reason.DIGEST_MISMATCH)
 
     def check(envelope: bytes, policy: TrustPolicy, sha: str) -> Verdict:
-        return cached_evaluate(envelope, policy, sha, now, cache)
+        return cached_evaluate(envelope, policy, sha, now, cache, attached=True)
 
     result = judge_attached(read, policies, check)
     verdict = result.verdict

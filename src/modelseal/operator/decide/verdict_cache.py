@@ -94,9 +94,18 @@ def _capped(envelope: bytes) -> Envelope | Verdict:
 
 
 def cached_evaluate(
-    envelope: bytes, policy: TrustPolicy, sha: str, now: datetime, cache: VerdictCache | None
+    envelope: bytes,
+    policy: TrustPolicy,
+    sha: str,
+    now: datetime,
+    cache: VerdictCache | None,
+    *,
+    attached: bool = False,
 ) -> Verdict:
     """The verdict, from the cache when its inputs are unchanged.
+
+    ``attached``: read as a referrer of the image ``sha`` (where a bundle may carry cosign's
+    in-toto v0.1 statement: :mod:`modelseal.attest.bundles.cosign`); part of the cache key.
 
     A refusal in ``_TIMELESS`` is kept under a key without the time; anything
     else (an admission, a refusal for age or a key's window) under one with the
@@ -106,7 +115,7 @@ def cached_evaluate(
     def decide() -> Verdict:
         # a Sigstore bundle (attached cosign's way) carries one signature; the size cap holds for it too
         if len(envelope) <= MAX_ENVELOPE_BYTES and is_bundle(envelope):
-            return evaluate_bundle(envelope, policy, expected=ExpectedDigest(sha), now=now)
+            return evaluate_bundle(envelope, policy, expected=ExpectedDigest(sha), now=now, attached=attached)
         parsed = _capped(envelope)
         return (
             parsed
@@ -115,7 +124,12 @@ def cached_evaluate(
         )
 
     return cached_verdict(
-        (hashlib.sha256(envelope).hexdigest(), policy.fingerprint(), sha.strip().lower()),
+        (
+            hashlib.sha256(envelope).hexdigest(),
+            policy.fingerprint(),
+            sha.strip().lower(),
+            "attached" if attached else "given",
+        ),
         policy,
         now,
         cache,

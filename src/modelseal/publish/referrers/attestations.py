@@ -284,14 +284,16 @@ def verify_image(
 ) -> ImageVerdict:
     """Evaluate ``envelope``, or each attestation attached to the image, against its digest.
 
-    Admitted when one is; otherwise the first refusal speaks for all (``tried`` lists them).
+    An attached Sigstore bundle may carry cosign's in-toto v0.1 statement; a given one may not
+    (:mod:`modelseal.attest.bundles.cosign`). Admitted when one is; otherwise the first refusal
+    speaks for all (``tried`` lists them).
 
     Raises:
         RegistryError, VerificationError: the image or its referrers cannot be read.
     """
 
     def check(data: bytes, policy: TrustPolicy, digest: str) -> Verdict:
-        return evaluate_any(data, policy, expected=ExpectedDigest(digest), now=now)
+        return evaluate_any(data, policy, expected=ExpectedDigest(digest), now=now, attached=envelope is None)
 
     if envelope is None:
         return judge_attached(read_attached(client, ref, frozenset(policy.keys)), [policy], check)

@@ -10,11 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from modelseal.attest.dsse.envelope import Envelope
 from modelseal.attest.policy.admission import AdmissionResult, Candidate, judge_admission
 from modelseal.attest.policy.admission_policy import AdmissionPolicy
-from modelseal.attest.policy.trust import TrustPolicy
-from modelseal.attest.socair.verifier import ExpectedDigest, evaluate
+from modelseal.attest.socair.verifier import ExpectedDigest
 from modelseal.attest.verdict import Verdict
 from modelseal.publish.referrers.attestations import AttachedImage, bound_files
 from modelseal.publish.referrers.order import MAX_SIGNATURES_JUDGED, judging_order
@@ -23,8 +21,8 @@ __all__ = ["attached_candidates", "judge_image_admission", "within_budget"]
 
 
 def attached_candidates(attached: AttachedImage) -> list[Candidate]:
-    """Each envelope attached to the image, named by its referrer's digest."""
-    return [Candidate(f.referrer, f.envelope, f.error) for f in attached.found]
+    """Each envelope or bundle attached to the image, named by its referrer's digest."""
+    return [Candidate(f.referrer, f.envelope, f.error, attached=True) for f in attached.found]
 
 
 def within_budget(
@@ -44,7 +42,7 @@ def within_budget(
         candidate = candidates[at]
         if spent + cost > max_checks:
             why = f"not judged: over the cap of {max_checks} signatures judged for one image"
-            kept.append(Candidate(candidate.source, None, why))
+            kept.append(Candidate(candidate.source, None, why, candidate.attached))
             continue
         spent += cost
         kept.append(candidate)
@@ -58,15 +56,15 @@ def judge_image_admission(
     now: datetime,
     candidates: Sequence[Candidate] | None = None,
 ) -> AdmissionResult:
-    """Judge the image's attestations (or ``candidates``, given instead) by ``policy``."""
+    """Judge the image's attestations (or ``candidates``, given instead) by ``policy``, as
+    ``verify --image`` judges them (an attached bundle may carry cosign's in-toto v0.1 statement)."""
     expected = ExpectedDigest(attached.digest.removeprefix("sha256:"))
 
-    def check(envelope: Envelope, trust: TrustPolicy) -> Verdict:
-        verdict = evaluate(envelope, trust, expected=expected, now=now)
+    def bind(verdict: Verdict) -> Verdict:
         return bound_files(verdict, attached.info)[0]
 
     if candidates is None:
         given = within_budget(policy, attached_candidates(attached), [f.hints for f in attached.found])
     else:
         given = within_budget(policy, candidates)
-    return judge_admission(policy, given, expected, now=now, check=check)
+    return judge_admission(policy, given, expected, now=now, bind=bind)

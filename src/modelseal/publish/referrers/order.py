@@ -19,7 +19,7 @@ and the work is bounded by what it costs, not by arrival:
   :data:`MAX_ARTIFACT_MANIFEST_BYTES`), then their envelopes, in rank and then
   by size, smallest first, until :data:`MAX_ENVELOPE_READ_BYTES` are read; and
   for one judgement at most :data:`MAX_SIGNATURES_JUDGED` signatures (an
-  envelope costs its signatures once for each policy; each is checked against
+  envelope costs its signatures once for each policy, a Sigstore bundle its one; each is checked against
   that policy's keys, which the operator chose, not the attacker), cheapest
   first within a rank. Whatever does not fit is counted as skipped and said so.
 """
@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
+from modelseal.attest.bundles.bundle import is_bundle, parse_bundle
 from modelseal.attest.dsse.envelope import parse_envelope
 from modelseal.errors import Error
 
@@ -88,8 +89,11 @@ def keyid_hint(keyids: Iterable[str]) -> str | None:
 
 
 def envelope_keyids(envelope: bytes) -> tuple[str, ...]:
-    """The keyid each of an envelope's signatures names ("" for none); none when it does not parse."""
+    """The keyid each of an envelope's signatures names ("" for none), or a Sigstore bundle's one
+    signature; none when it does not parse (nothing of it is then checked)."""
     try:
+        if is_bundle(envelope):
+            return tuple(s.keyid for s in parse_bundle(envelope).envelope.signatures)
         return tuple(s.keyid for s in parse_envelope(envelope).signatures)
     except Error:
         return ()
