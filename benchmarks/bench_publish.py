@@ -97,11 +97,13 @@ def curl_upload(reg: LocalRegistry, path: Path, digest: str) -> list[str]:
 
 
 @contextmanager
-def registry_bench(doc: str, prefix: str) -> Iterator[tuple[Path, LocalRegistry, list[int], int]]:
+def registry_bench(
+    doc: str, prefix: str, default_sizes: str = "1024,4096"
+) -> Iterator[tuple[Path, LocalRegistry, list[int], int]]:
     """Parse ``--sizes-mib``, ``--dir`` and ``--runs``, start a registry there:
     (work dir, registry, sizes in MiB, paired rounds)."""
     parser = argparse.ArgumentParser(description=doc.split("\n")[0])
-    parser.add_argument("--sizes-mib", default="1024,4096")
+    parser.add_argument("--sizes-mib", default=default_sizes)
     parser.add_argument("--dir", type=Path, help="where to put files and the registry (default: a temp dir)")
     parser.add_argument("--runs", type=int, default=5, help="paired rounds (the median is printed)")
     args = parser.parse_args()

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import gzip
 import hashlib
+import io
 import json
+import tarfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -80,3 +83,33 @@ def blob_file(registry_root: Path, digest: str) -> Path:
 
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+Entry = tuple[str, bytes | None, bytes]  # name, data (None: no data), tar type flag
+
+
+def tar_stream(entries: list[Entry], fmt: int = tarfile.PAX_FORMAT) -> bytes:
+    """A tar written by Python's tarfile: regular files, directories, links (to /etc/shadow)."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=fmt) as tar:
+        for name, data, kind in entries:
+            info = tarfile.TarInfo(name)
+            info.type, info.size = kind, len(data) if data is not None else 0
+            if kind in (tarfile.SYMTYPE, tarfile.LNKTYPE):
+                info.linkname = "/etc/shadow"
+            tar.addfile(info, io.BytesIO(data) if data is not None else None)
+    return out.getvalue()
+
+
+def compress(data: bytes, form: str) -> bytes:
+    """``data`` as one gzip member or one zstd frame (``form`` is tar+gzip or tar+zstd)."""
+    if form == "tar+gzip":
+        return gzip.compress(data, mtime=0)
+    from backports import zstd
+
+    return zstd.compress(data)
+
+
+def packed_layer(path: str, blob: bytes, form: str, role: str = "code") -> Layer:
+    """A ModelPack layer of ``form`` whose filepath is ``path``, from its (compressed) blob."""
+    return blob, media_types.layer_type(role, form), {media_types.ANN_FILEPATH: path}

@@ -61,8 +61,7 @@ def _image(args: argparse.Namespace) -> tuple[str, str, list[Any], str | None]:
         raise UsageError(
             f"{printable(ref.oci)}: the image records no files: publish it with `modelseal publish`"
         )
-    layers = [f.get("layer") for f in info["files"]]
-    files = [BomFile(f.path, f.sha256, f.size, layer) for f, layer in zip(served, layers, strict=True)]
+    files = [BomFile(f.path, f.sha256, f.size, f.layer) for f in served]
     pinned = ref.pinned(subject.digest).oci
     source = args.source or pinned
     return ref.repository.rsplit("/", 1)[-1], subject.digest, files, source

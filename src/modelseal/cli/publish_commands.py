@@ -246,6 +246,7 @@ def _walk(args: argparse.Namespace) -> ModelDir:
 def inspect_cmd(args: argparse.Namespace) -> int:
     """``modelseal publish inspect``."""
     from modelseal.publish.image.contents import check_primary, check_served, describe, primary_file
+    from modelseal.publish.image.modelpack_read import served_info
     from modelseal.publish.registry.reference import parse_reference
 
     ref = parse_reference(args.image, allow_oci_scheme=True)
@@ -274,7 +275,12 @@ def inspect_cmd(args: argparse.Namespace) -> int:
     elif served is not None:
         raw = sum(1 for f in info["files"] if f.get("raw"))
         size = human_bytes(
-            sum(f.size for f, e in zip(served, info["files"], strict=True) if not e.get("raw"))
+            sum(
+                f.size
+                for layer, e in zip(served, info["files"], strict=True)
+                if not e.get("raw")
+                for f in layer
+            )
         )
         read = f"read {len(served) - raw} layer(s), {size}"
         if raw:
@@ -283,6 +289,8 @@ def inspect_cmd(args: argparse.Namespace) -> int:
             f"verified: the primary file {primary_file(info)['path']} has SHA-256 {want} ({read})",
             file=sys.stderr,
         )
+        if info.get("format") == "modelpack":  # list the files as read: a tar layer may hold a directory
+            info = served_info(info, served)
     if args.json:
         print(json.dumps(info, indent=2))
         return 0

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from modelseal.errors import Error, RegistryError, VerificationError
-from modelseal.publish.image.layer_content import LayerFile, read_layer
+from modelseal.publish.image.layer_content import LayerFile, LayerRead, read_layer, read_layer_files
 from modelseal.publish.image.layout import tar_header, tar_trailer
 
 DATA = b"the weights" * 100
@@ -176,3 +176,27 @@ def test_any_bytes_are_a_layer_or_a_one_line_refusal(noise: bytes, at: int) -> N
         assert "\n" not in str(outcome)
     else:
         assert outcome.path == "model.gguf"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(["tar", "tar+gzip", "tar+zstd"]), st.binary(max_size=64), st.integers(0, 4096))
+def test_any_bytes_of_a_directory_layer_are_files_under_it_or_a_one_line_refusal(
+    form: str, noise: bytes, at: int
+) -> None:
+    from tests.publish.modelpack_helpers import compress, tar_stream
+
+    tar = tar_stream([("code", None, tarfile.DIRTYPE), ("code/a.py", DATA, tarfile.REGTYPE),
+                      ("code/b/c.py", b"x", tarfile.REGTYPE)])  # fmt: skip
+    blob = bytearray(compress(tar, form) if form != "tar" else tar)
+    blob[at : at + len(noise)] = noise
+    digest = "sha256:" + hashlib.sha256(blob).hexdigest()
+    outcome: LayerRead | Error
+    try:
+        outcome = read_layer_files(chunked(bytes(blob), 1000), digest=digest, size=len(blob), title="code",
+                                   where="layer 0", form=form, directory=True)  # fmt: skip
+    except Error as e:
+        outcome = e
+    if isinstance(outcome, Error):
+        assert "\n" not in str(outcome)
+    else:
+        assert outcome.files and all(f.path.startswith("code/") for f in outcome.files)

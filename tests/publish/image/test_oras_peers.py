@@ -85,10 +85,17 @@ def test_oras_copies_a_tar_modelpack_and_tar_unpacks_it(registry: Registry, tmp_
 
 
 def oras_push_modelpack(
-    oras: str, host: str, repo_tag: str, root: Path, layers: list[tuple[str, str, str]]
+    oras: str,
+    host: str,
+    repo_tag: str,
+    root: Path,
+    layers: list[tuple[str, str, str]],
+    diff_ids: list[str] | None = None,
 ) -> str:
-    """``oras push`` a ModelPack: ``layers`` are (file under root, media type, filepath)."""
-    diff_ids = ["sha256:" + sha256(root / name) for name, _, _ in layers]
+    """``oras push`` a ModelPack: ``layers`` are (file or directory under root, media type, filepath);
+    the diffIds default to the files' digests (uncompressed layers)."""
+    if diff_ids is None:
+        diff_ids = ["sha256:" + sha256(root / name) for name, _, _ in layers]
     config = {"descriptor": {"name": "pushed-by-oras"}, "config": {},
               "modelfs": {"type": "layers", "diffIds": diff_ids}}  # fmt: skip
     (root / "config.json").write_text(json.dumps(config))

@@ -13,20 +13,31 @@ from __future__ import annotations
 
 import re
 import threading
+from dataclasses import replace
 from typing import Any
 
 from modelseal.errors import InputError, RegistryError, VerificationError
 from modelseal.publish.image import layout, media_types, modelpack_read
-from modelseal.publish.image.layer_content import LayerFile, read_layer
+from modelseal.publish.image.layer_content import LayerFile, read_layer_files
 from modelseal.publish.registry.client import MANIFEST_TYPES, RegistryClient
 from modelseal.publish.registry.reference import ImageReference, is_digest
 from modelseal.publish.registry.replies import json_object
 
-__all__ = ["check_primary", "check_served", "describe", "describe_manifest", "primary_file", "served_files"]
+__all__ = [
+    "MAX_SERVED_FILES",
+    "check_primary",
+    "check_served",
+    "describe",
+    "describe_manifest",
+    "primary_file",
+    "served_files",
+    "served_layers",
+]
 
 DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
 # uncompressed tar: what is hashed is what is unpacked
 LAYER_TYPES = (layout.MEDIA_LAYER, "application/vnd.docker.image.rootfs.diff.tar")
+MAX_SERVED_FILES = 1024  # files an image's layers may hold, in all (a ModelPack tar layer may hold many)
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _DIGITS = re.compile(r"[0-9]{1,20}")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -178,53 +189,102 @@ def check_primary(info: dict[str, Any], sha256: str) -> None:
         )
 
 
-def _read_file(
+def _read_layer(
     client: RegistryClient,
     info: dict[str, Any],
     i: int,
     stop: threading.Event | None,
     primary: tuple[str, str] | None = None,
-) -> LayerFile:
-    """Layer ``i``'s one file, its blob streamed once: the primary file (path, SHA-256) must
-    have that digest, and its annotations must agree with its bytes."""
+) -> list[LayerFile]:
+    """Layer ``i``'s files, its blob streamed once: the primary file (path, SHA-256) must
+    have that digest, and the layer's annotations must agree with its bytes."""
     entry, image = (info.get("files") or [])[i], info.get("image")
     where = f"{image}: layer {i}" + (f" ({entry['path']})" if entry.get("path") else "")
     if entry.get("path") is None:
         raise VerificationError(f"{where} has no title, so which file it holds is unknown")
+    kind = media_types.parse_layer_type(entry["mediaType"])
     if entry.get("raw"):  # the layer is the file: its digest binds the bytes, no byte need be read
-        got = modelpack_read.raw_file(client, entry, where)
-    elif entry["mediaType"] not in LAYER_TYPES and not _uncompressed_pack(entry["mediaType"]):
+        got = [modelpack_read.raw_file(client, entry, where)]
+    elif entry["mediaType"] not in LAYER_TYPES and (kind is None or not kind.form.startswith("tar")):
         raise VerificationError(f"{where} is {entry['mediaType'][:100]!r}, not an uncompressed tar layer")
     else:
+        form = kind.form if kind is not None else "tar"
         with client.open_blob(entry["layer"]) as chunks:
-            got = read_layer(chunks, digest=entry["layer"], size=entry["layerSize"], title=entry["path"],
-                             where=where, stop=stop)  # fmt: skip
-    if primary is not None and got.path == primary[0] and got.sha256 != primary[1]:
-        raise VerificationError(
-            f"{image}: the primary file {got.path} has SHA-256 {got.sha256}, not {primary[1]}"
-        )
-    if entry.get("sha256") not in (None, got.sha256) or entry.get("size") not in (None, got.size):
+            read = read_layer_files(chunks, digest=entry["layer"], size=entry["layerSize"],
+                                    title=entry["path"], where=where, form=form,
+                                    directory=kind is not None, stop=stop)  # fmt: skip
+        if entry.get("diffId") not in (None, read.diff_id):
+            raise VerificationError(
+                f"{where}: the {form} layer inflates to {read.diff_id};"
+                f" the config's diffId is {entry['diffId']}"
+            )
+        got = list(read.files)
+    got = [replace(f, layer=entry["layer"]) for f in got]
+    for f in got:
+        if primary is not None and f.path == primary[0] and f.sha256 != primary[1]:
+            raise VerificationError(
+                f"{image}: the primary file {f.path} has SHA-256 {f.sha256}, not {primary[1]}"
+            )
+    if entry.get("sha256") is None and entry.get("size") is None:
+        return got
+    recorded = (entry.get("sha256"), entry.get("size"))
+    if len(got) != 1 or recorded[0] not in (None, got[0].sha256) or recorded[1] not in (None, got[0].size):
+        held = f"{got[0].sha256} ({got[0].size} bytes)" if len(got) == 1 else f"{len(got)} files"
         raise VerificationError(
             f"{where}: its annotations record {entry.get('sha256')} ({entry.get('size')} bytes);"
-            f" its bytes are {got.sha256} ({got.size} bytes)"
+            f" its bytes are {held}"
         )
     return got
 
 
-def _uncompressed_pack(media_type: str) -> bool:
-    kind = media_types.parse_layer_type(media_type)
-    return kind is not None and kind.form == "tar"
+def _read_layers(
+    client: RegistryClient,
+    info: dict[str, Any],
+    order: list[int],
+    stop: threading.Event | None,
+    primary: tuple[str, str] | None = None,
+) -> list[list[LayerFile]]:
+    """The layers' files, read in ``order``, returned in layer order; no path held twice."""
+    found: dict[int, list[LayerFile]] = {}
+    held: dict[str, int] = {}
+    for i in order:
+        found[i] = _read_layer(client, info, i, stop, primary)
+        for f in found[i]:
+            if f.path in held:
+                raise VerificationError(
+                    f"{info.get('image')}: layers {held[f.path]} and {i} both hold the file {f.path!r}"
+                )
+            held[f.path] = i
+        if len(held) > MAX_SERVED_FILES:
+            raise VerificationError(
+                f"{info.get('image')}: its layers hold more than the {MAX_SERVED_FILES} files read"
+            )
+    try:
+        if held:
+            layout.validate_paths(list(held), limit=MAX_SERVED_FILES)
+    except InputError as e:
+        raise VerificationError(f"{info.get('image')}: a file its layers hold: {e}") from None
+    return [found[i] for i in range(len(order))]
+
+
+def served_layers(
+    client: RegistryClient, info: dict[str, Any], *, stop: threading.Event | None = None
+) -> list[list[LayerFile]]:
+    """Every layer's files as :func:`served_files` reads them, one list per layer."""
+    return _read_layers(client, info, list(range(len(info.get("files") or []))), stop)
 
 
 def check_served(
     client: RegistryClient, info: dict[str, Any], sha256: str, *, stop: threading.Event | None = None
-) -> list[LayerFile]:
+) -> list[list[LayerFile]]:
     """The consumer check for ``oci://`` sources: the primary file's bytes hash to ``sha256``.
 
     Every layer is streamed once and must be one regular file named as its
-    title, so no other layer can replace the primary file when the image is
-    unpacked; an annotation that disagrees with the bytes is refused too.
-    Returns the files read, in layer order.
+    title (a ModelPack tar layer: its filepath, or a directory of files under
+    it), and no two layers may hold one path, so no other layer can replace the
+    primary file when the image is unpacked; an annotation that disagrees with
+    the bytes is refused too, and so is a compressed layer that does not
+    inflate to its config's diffId. Returns each layer's files, in layer order.
 
     Raises:
         VerificationError: the bytes differ, or the image is not modelseal's shape.
@@ -235,10 +295,13 @@ def check_served(
     files = info.get("files") or []
     # the primary file first: a refusal comes without reading the rest
     order = sorted(range(len(files)), key=lambda i: files[i].get("path") != primary["path"])
-    found: dict[int, LayerFile] = {}
-    for i in order:
-        found[i] = _read_file(client, info, i, stop, (primary["path"], want))
-    return [found[i] for i in range(len(files))]
+    read = _read_layers(client, info, order, stop, (primary["path"], want))
+    if not any(f.path == primary["path"] for layer in read for f in layer):
+        raise VerificationError(
+            f"{info.get('image')}: the primary file {primary['path']} is a directory in its layer,"
+            f" not one file whose SHA-256 can be compared"
+        )
+    return read
 
 
 def served_files(
@@ -255,4 +318,4 @@ def served_files(
         VerificationError: the image is not modelseal's shape.
         RegistryError: a layer cannot be read, or its bytes do not match its digest.
     """
-    return [_read_file(client, info, i, stop) for i in range(len(info.get("files") or []))]
+    return [f for layer in served_layers(client, info, stop=stop) for f in layer]

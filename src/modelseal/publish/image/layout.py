@@ -89,17 +89,17 @@ def _bad(path: str, why: str) -> InputError:
     return InputError(f"image path {path!r} {why}")
 
 
-def validate_paths(paths: list[str]) -> None:
+def validate_paths(paths: list[str], limit: int = MAX_FILES) -> None:
     """The rules every published file list follows.
 
     Raises:
-        InputError: more than 64 files, or a path that is empty, absolute, not
+        InputError: more than ``limit`` files, or a path that is empty, absolute, not
             normalised, leaves the image root, repeats, or is also a directory.
     """
     if not paths:
         raise InputError("no files to publish")
-    if len(paths) > MAX_FILES:
-        raise InputError(f"{len(paths)} files is more than the {MAX_FILES} an image may hold")
+    if len(paths) > limit:
+        raise InputError(f"{len(paths)} files is more than the {limit} an image may hold")
     seen: set[str] = set()
     for p in paths:
         if not p:

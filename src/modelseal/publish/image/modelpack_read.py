@@ -125,6 +125,9 @@ def read_config(
 ) -> dict[str, Any]:
     """The artifact's config, read by digest and checked; returns its descriptor and config parts.
 
+    A compressed layer's entry in ``files`` gets the config's ``diffId`` for it: the
+    SHA-256 of its inflated tar, which reading the layer checks.
+
     Raises:
         RegistryError: unreadable, oversized, not the schema's shape, or diffIds that are not the layers'.
     """
@@ -142,7 +145,9 @@ def read_config(
         raise RegistryError(f"{where}: the config lists {len(diff_ids)} diffIds for {len(files)} layers")
     for i, (diff_id, f) in enumerate(zip(diff_ids, files, strict=True)):
         kind = media_types.parse_layer_type(f["mediaType"])
-        if kind is not None and not kind.compressed and diff_id != f["layer"]:
+        if kind is not None and kind.compressed:
+            f["diffId"] = diff_id  # what the layer must inflate to, checked when it is read
+        elif kind is not None and diff_id != f["layer"]:
             raise RegistryError(
                 f"{where}: diffIds[{i}] is {diff_id[:80]!r}, but layer {i} is uncompressed, {f['layer']}"
             )
@@ -152,10 +157,13 @@ def read_config(
     }
 
 
-def served_info(info: dict[str, Any], served: Sequence[LayerFile]) -> dict[str, Any]:
-    """``info`` with each file's SHA-256 and size as its bytes were read (a signer's view)."""
+def served_info(info: dict[str, Any], served: Sequence[Sequence[LayerFile]]) -> dict[str, Any]:
+    """``info`` with each layer's files (one per layer, or a directory's several) as their bytes
+    were read, each with its SHA-256 and size (a signer's view)."""
     files = [
-        {**f, "sha256": got.sha256, "size": got.size} for f, got in zip(info["files"], served, strict=True)
+        {**f, "path": got.path, "sha256": got.sha256, "size": got.size}
+        for f, layer in zip(info["files"], served, strict=True)
+        for got in layer
     ]
     return {**info, "files": files}
 
@@ -166,10 +174,27 @@ def signed_as_held(listed: list[dict[str, Any]], held: list[dict[str, Any]]) -> 
     Another tool's tar layer records no file digest; the signer read its bytes when it
     signed, and the layer digest (in the manifest the Statement's subject pins) fixes
     those bytes, so the signed path and layer must match and the signed digest stands.
+    A tar layer may hold a directory: the signed files that follow in order, in that
+    layer and at or under its filepath, are the ones it holds.
     """
-    out = []
-    for i, h in enumerate(held):
-        signed = listed[i] if i < len(listed) else {}
+    out: list[dict[str, Any]] = []
+    at = 0
+    for h in held:
+        if h["sha256"] is None and h["path"] is not None:
+            inside = h["path"] + "/"
+            run = at
+            while (
+                run < len(listed)
+                and listed[run].get("layer") == h["layer"]
+                and (listed[run].get("path") == h["path"] or str(listed[run].get("path")).startswith(inside))
+            ):
+                run += 1
+            if run > at:
+                out.extend(listed[at:run])
+                at = run
+                continue
+        signed = listed[at] if at < len(listed) else {}
         same = signed.get("path") == h["path"] and signed.get("layer") == h["layer"]
         out.append({k: signed.get(k) if same and h[k] is None else h[k] for k in h})
+        at += 1
     return out

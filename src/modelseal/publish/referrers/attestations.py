@@ -31,7 +31,7 @@ from modelseal.attest.socair.image_predicate import (
 )
 from modelseal.attest.socair.verifier import ExpectedDigest
 from modelseal.attest.verdict import Reason, Verdict
-from modelseal.publish.image.contents import describe_manifest, served_files
+from modelseal.publish.image.contents import describe_manifest, served_layers
 from modelseal.publish.image.modelpack_read import served_info, signed_as_held
 from modelseal.publish.referrers.envelopes import FoundEnvelope, fetch_envelopes
 from modelseal.publish.referrers.order import DEFAULT_BUDGET, MAX_SIGNATURES_JUDGED, ReadBudget, judging_order
@@ -141,9 +141,11 @@ def sign_image(
     """
     info, subject = read_subject(client, ref)
     if predicate_type is None and read_layers:
-        served = served_files(client, info)  # raises unless every layer's bytes agree with its annotations
+        served = served_layers(client, info)  # raises unless every layer's bytes agree with its annotations
         if info.get("format") == "modelpack":
-            info = served_info(info, served)  # another tool's tar layers record no digest
+            info = served_info(
+                info, served
+            )  # another tool's tar layers record no digest, or hold a directory
     name = f"{ref.registry}/{ref.repository}"
     kind = predicate_type or IMAGE_PREDICATE_TYPE
     body = (
