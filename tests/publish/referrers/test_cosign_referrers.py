@@ -4,7 +4,9 @@ an admission policy over the image decides as ``verify --image`` does."""
 
 from __future__ import annotations
 
+import base64
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from modelseal.attest.dsse import gojson
@@ -58,3 +60,42 @@ def test_v01_is_read_only_in_a_bundle_attached_cosigns_way(registry: Registry, t
     # under a key it does not trust, the bundle is untrusted, not met
     stranger = AdmissionPolicy((Requirement("signed", IMAGE_PREDICATE_TYPE, TrustPolicy(Keyring())),))
     assert not judge_image_admission(stranger, read, now=ISSUED).verdict.admitted
+
+
+def junk(keyid: str, signatures: int, n: int) -> bytes:
+    """An envelope whose every signature claims ``keyid`` (none verifies): cheap to attach, dear to judge."""
+    statement = {"_type": "https://in-toto.io/Statement/v1", "predicateType": IMAGE_PREDICATE_TYPE,
+                 "subject": [{"name": "m", "digest": {"sha256": "ab" * 32}}], "predicate": {"n": n}}  # fmt: skip
+    sig = base64.b64encode(bytes([n]) * 64).decode()
+    return json.dumps({"payloadType": "application/vnd.in-toto+json",
+                       "payload": base64.b64encode(gojson.dumps(statement)).decode(),
+                       "signatures": [{"keyid": keyid, "sig": sig}] * signatures}).encode()  # fmt: skip
+
+
+def test_a_bundle_crowded_out_by_junk_is_denied_and_the_denial_says_it_was_not_judged(
+    registry: Registry, tmp_path: Path
+) -> None:
+    """cosign's bundle names no keyid; junk envelopes claiming the trusted key rank before it and
+    spend the cap of signatures judged. The image is denied (never admitted unjudged), and the
+    denial says that attestations were left unjudged, as ``verify --image`` does, rather than
+    blaming the junk alone (or calling the requirement missing when the bundle was all there was)."""
+    ref = published(registry.host, tmp_path)
+    with client(registry.host) as c:
+        signed = sign_image(c, ref, [SIGNER], now=ISSUED)
+        doc = json.loads(signed.envelope.payload())
+        v01 = sign_payload(gojson.dumps({**doc, "_type": V01}), [SIGNER])
+        attach_bundle(c, signed.subject, envelope_bundle(v01, SIGNER.public), IMAGE_PREDICATE_TYPE)
+        policy = AdmissionPolicy((Requirement("signed", IMAGE_PREDICATE_TYPE, POLICY),))
+        assert judge_image_admission(policy, read_attached(c, ref), now=ISSUED).verdict.admitted
+        for n in range(5):  # 5 x 64 signatures: the 4th spends the cap of 256
+            attach(c, signed.subject, junk(SIGNER.public.keyid, 64, n), IMAGE_PREDICATE_TYPE)
+        read = read_attached(c, ref, frozenset(POLICY.keys))
+    result = judge_image_admission(policy, read, now=ISSUED)
+    assert (result.verdict.admitted, result.verdict.reason) == (False, Reason.REQUIREMENT_NOT_MET)
+    assert "2 attached attestation(s) not judged: over the caps" in result.verdict.message
+    assert len(result.verdict.message) < 2000
+    # the same over the read caps: when the bundle is not even read, the denial says so too
+    crowded = replace(read, found=read.found[:1], skipped=read.skipped + 1)
+    again = judge_image_admission(policy, crowded, now=ISSUED)
+    assert not again.verdict.admitted
+    assert "1 attached attestation(s) not judged: over the caps" in again.verdict.message

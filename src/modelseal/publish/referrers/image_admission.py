@@ -8,6 +8,7 @@ holds, as ``verify --image`` asks of it under a trust policy.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 
 from modelseal.attest.policy.admission import AdmissionResult, Candidate, judge_admission
@@ -18,6 +19,8 @@ from modelseal.publish.referrers.attestations import AttachedImage, bound_files
 from modelseal.publish.referrers.order import MAX_SIGNATURES_JUDGED, judging_order
 
 __all__ = ["attached_candidates", "judge_image_admission", "within_budget"]
+
+CAPS = "over the caps on referrers, envelope bytes and signatures judged"
 
 
 def attached_candidates(attached: AttachedImage) -> list[Candidate]:
@@ -64,7 +67,15 @@ def judge_image_admission(
         return bound_files(verdict, attached.info)[0]
 
     if candidates is None:
-        given = within_budget(policy, attached_candidates(attached), [f.hints for f in attached.found])
+        offered, skipped = attached_candidates(attached), attached.skipped
+        given = within_budget(policy, offered, [f.hints for f in attached.found])
     else:
-        given = within_budget(policy, candidates)
-    return judge_admission(policy, given, expected, now=now, bind=bind)
+        offered, skipped = list(candidates), 0
+        given = within_budget(policy, offered)
+    result = judge_admission(policy, given, expected, now=now, bind=bind)
+    # what the caps left unjudged may be what meets a requirement: a denial says so, as verify --image does
+    skipped += sum(c.envelope is not None for c in offered) - sum(c.envelope is not None for c in given)
+    if result.verdict.admitted or not skipped:
+        return result
+    message = f"{result.verdict.message}; {skipped} attached attestation(s) not judged: {CAPS}"
+    return replace(result, verdict=result.verdict.model_copy(update={"message": message}))
