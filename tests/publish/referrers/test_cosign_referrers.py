@@ -11,6 +11,7 @@ from pathlib import Path
 
 from modelseal.attest.dsse import gojson
 from modelseal.attest.dsse.keys import Keyring
+from modelseal.attest.policy.admission import Candidate
 from modelseal.attest.policy.admission_policy import AdmissionPolicy, Requirement
 from modelseal.attest.policy.trust import TrustPolicy
 from modelseal.attest.signing.sign import sign_payload
@@ -78,7 +79,8 @@ def test_a_bundle_crowded_out_by_junk_is_denied_and_the_denial_says_it_was_not_j
     """cosign's bundle names no keyid; junk envelopes claiming the trusted key rank before it and
     spend the cap of signatures judged. The image is denied (never admitted unjudged), and the
     denial says that attestations were left unjudged, as ``verify --image`` does, rather than
-    blaming the junk alone (or calling the requirement missing when the bundle was all there was)."""
+    blaming the junk alone (or calling the requirement missing when the bundle was all there was,
+    or when the one given was refused as a legacy statement)."""
     ref = published(registry.host, tmp_path)
     with client(registry.host) as c:
         signed = sign_image(c, ref, [SIGNER], now=ISSUED)
@@ -92,10 +94,21 @@ def test_a_bundle_crowded_out_by_junk_is_denied_and_the_denial_says_it_was_not_j
         read = read_attached(c, ref, frozenset(POLICY.keys))
     result = judge_image_admission(policy, read, now=ISSUED)
     assert (result.verdict.admitted, result.verdict.reason) == (False, Reason.REQUIREMENT_NOT_MET)
-    assert "2 attached attestation(s) not judged: over the caps" in result.verdict.message
-    assert len(result.verdict.message) < 2000
-    # the same over the read caps: when the bundle is not even read, the denial says so too
+    cap = "not judged: over the cap of 256 signatures judged for one image"
+    assert "; 2 attestation(s) unusable, the first: sha256:" in result.verdict.message
+    assert result.verdict.message.endswith(cap) and len(result.verdict.message) < 2000
+    # over the read caps: when the bundle is not even read, the denial says so too
     crowded = replace(read, found=read.found[:1], skipped=read.skipped + 1)
     again = judge_image_admission(policy, crowded, now=ISSUED)
     assert not again.verdict.admitted
-    assert "1 attached attestation(s) not judged: over the caps" in again.verdict.message
+    assert again.verdict.message.endswith(
+        "; 1 attached attestation(s) not read: over the caps on referrers and envelope bytes read"
+    )
+    # given by hand, cosign's bundle is read as v1 only: the denial says why it met nothing
+    given = [Candidate("b.json", envelope_bundle(v01, SIGNER.public))]
+    by_hand = judge_image_admission(policy, read, now=ISSUED, candidates=given)
+    assert by_hand.verdict.message == (
+        'attestation not admitted by policy: 1 of 1 requirement(s) not met: requirement "signed" missing:'
+        f" no attestation of type {IMAGE_PREDICATE_TYPE}; 1 attestation(s) unusable, the first: b.json: "
+        + LEGACY.removeprefix("attestation does not verify: ")
+    )

@@ -20,7 +20,7 @@ from modelseal.publish.referrers.order import MAX_SIGNATURES_JUDGED, judging_ord
 
 __all__ = ["attached_candidates", "judge_image_admission", "within_budget"]
 
-CAPS = "over the caps on referrers, envelope bytes and signatures judged"
+CAPS = "over the caps on referrers and envelope bytes read"
 
 
 def attached_candidates(attached: AttachedImage) -> list[Candidate]:
@@ -67,15 +67,12 @@ def judge_image_admission(
         return bound_files(verdict, attached.info)[0]
 
     if candidates is None:
-        offered, skipped = attached_candidates(attached), attached.skipped
-        given = within_budget(policy, offered, [f.hints for f in attached.found])
+        given = within_budget(policy, attached_candidates(attached), [f.hints for f in attached.found])
     else:
-        offered, skipped = list(candidates), 0
-        given = within_budget(policy, offered)
+        given = within_budget(policy, candidates)
     result = judge_admission(policy, given, expected, now=now, bind=bind)
-    # what the caps left unjudged may be what meets a requirement: a denial says so, as verify --image does
-    skipped += sum(c.envelope is not None for c in offered) - sum(c.envelope is not None for c in given)
-    if result.verdict.admitted or not skipped:
+    # what the read caps left unread may be what meets a requirement: a denial says so, as verify --image
+    if result.verdict.admitted or not (candidates is None and attached.skipped):
         return result
-    message = f"{result.verdict.message}; {skipped} attached attestation(s) not judged: {CAPS}"
+    message = f"{result.verdict.message}; {attached.skipped} attached attestation(s) not read: {CAPS}"
     return replace(result, verdict=result.verdict.model_copy(update={"message": message}))
