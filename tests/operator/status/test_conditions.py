@@ -84,3 +84,26 @@ def test_condition_and_event_messages_escape_control_characters() -> None:
     assert all(m.isprintable() for m in shown), shown
     assert "[\\r\\x1b[2K\\x1b[1Averified: issued by ACME\\u202e]" in refused["conditions"][0]["message"]
     assert status_patch(refused, desired_status(refused, 1, outcome, FIXTURE_NOW)) is None
+
+
+def test_a_condition_message_fits_the_crds_limit_whatever_is_attached() -> None:
+    """Anyone who may push to an image's repository may attach a referrer; one holding a Sigstore
+    bundle whose mediaType is 500,000 characters was refused in a message that long, which the
+    Model CRD's condition (maxLength 32768) cannot hold: the status write would be refused."""
+    import json
+
+    from modelseal.attest.dsse.envelope import parse_envelope
+    from modelseal.publish.referrers.bundles import envelope_bundle
+    from tests.operator.decide.test_attached_gate import TRUSTED, attached, envelope, judge
+
+    doc = json.loads(envelope_bundle(parse_envelope(envelope(TRUSTED)), TRUSTED.public))
+    doc["mediaType"] = "application/vnd.dev.sigstore.bundle.v0.3+json" + "x" * 500_000
+    outcome = judge(attached(json.dumps(doc).encode()))
+    assert not outcome.admitted and "not a Sigstore bundle" in outcome.message
+    refused = desired_status({"phase": "Pending"}, 1, outcome, FIXTURE_NOW)
+    messages = [c["message"] for c in refused["conditions"]]
+    assert all(len(m) <= 32768 for m in messages), [len(m) for m in messages]
+    assert any(
+        m.startswith("attestation rejected: attestation does not verify: not a Sigstore") for m in messages
+    )
+    assert any(m.endswith("...") for m in messages)

@@ -100,3 +100,18 @@ def test_configs_the_schema_allows() -> None:
 def test_a_repeated_key_is_refused() -> None:
     with pytest.raises(RegistryError, match="not JSON"):
         parse_config(b'{"descriptor":{},"descriptor":{},"config":{},"modelfs":{}}', "x")
+
+
+def test_a_hostile_key_is_named_in_one_short_printable_line() -> None:
+    """An unknown key is named in the refusal; the registry wrote it, so it is escaped and cut:
+    a 900,000-character key made a 900 KB message, over the 32,768 a Model's condition holds."""
+    for key in ("k" * 900_000, "\x1b[2K\r\u202eevil\n" * 3):
+        doc = {**VALID, "descriptor": {key: "x"}}
+        with pytest.raises(RegistryError) as refused:
+            parse_config(json.dumps(doc).encode(), "x")
+        message = str(refused.value)
+        assert message.isprintable() and len(message) < 400, message[:200]
+        assert message.startswith(
+            "x: the ModelPack config is not valid against the spec's schema: descriptor."
+        )
+        assert message.endswith(": Extra inputs are not permitted")

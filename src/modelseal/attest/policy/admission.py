@@ -203,7 +203,7 @@ def judge_admission(
         signers = tuple(s.model_dump(mode="json") for s in verdict.signers)
         found[index].append((outcome, message, read.source, None, signers))
     results = tuple(_result(r, found[i]) for i, r in enumerate(policy.requirements))
-    return AdmissionResult(_verdict(results, len(candidates)), results, tuple(unreadable))
+    return AdmissionResult(_verdict(results, len(candidates), unreadable), results, tuple(unreadable))
 
 
 def _result(
@@ -231,7 +231,9 @@ def _shortened(text: str) -> str:
     return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 3] + "..."
 
 
-def _verdict(results: Sequence[RequirementResult], judged: int) -> Verdict:
+def _verdict(
+    results: Sequence[RequirementResult], judged: int, unreadable: Sequence[tuple[str, str]]
+) -> Verdict:
     unmet = [r for r in results if r.outcome is not Outcome.MET]
     if not unmet:
         return Verdict(
@@ -245,6 +247,11 @@ def _verdict(results: Sequence[RequirementResult], judged: int) -> Verdict:
     )
     if len(unmet) > MAX_LISTED:
         text += f"; and {len(unmet) - MAX_LISTED} more (--json lists them)"
+    if unreadable:  # it may be what was missing: say why it was not judged (a legacy statement, the cap)
+        source, why = unreadable[0]
+        text += (
+            f"; {len(unreadable)} attestation(s) unusable, the first: {printable(source)}: {_shortened(why)}"
+        )
     return Verdict(
         admitted=False,
         reason=Reason.REQUIREMENT_NOT_MET,

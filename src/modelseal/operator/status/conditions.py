@@ -46,6 +46,8 @@ __all__ = [
 ]
 
 ATTESTATION_VERIFIED = "AttestationVerified"
+#: a condition's message at most (the Model CRD's maxLength, metav1.Condition's too)
+MAX_CONDITION_MESSAGE = 32768
 AVAILABLE = "Available"
 DEGRADED = "Degraded"
 REASON_PUBLICATION_FAILED = "PublicationFailed"
@@ -92,6 +94,8 @@ def set_condition(
     now: datetime,
 ) -> None:
     value, message = "True" if state else "False", printable(message)  # input text reaches kubectl and logs
+    if len(message) > MAX_CONDITION_MESSAGE:  # a registry's text can be any length; the CRD's is not
+        message = message[: MAX_CONDITION_MESSAGE - 3] + "..."
     for c in conditions:
         if c["type"] == kind:
             if c.get("status") != value:

@@ -36,10 +36,12 @@ from pydantic import (
 from modelseal.attest.dsse import gojson
 from modelseal.errors import RegistryError
 from modelseal.publish.image.layout import canonical_json
+from modelseal.text import printable
 
 __all__ = ["ModelConfig", "ModelDescriptor", "ModelFS", "ModelPackConfig", "build_config", "parse_config"]
 
 MAX_CONFIG_BYTES = 1024 * 1024
+MAX_FIELD_SHOWN = 120  # of a refused field's path, in a message
 # RFC 3339, section 5.6 (date-time), as Go's time.RFC3339 parses it: upper-case T and Z, no second 60
 _DATE_TIME = re.compile(
     r"([0-9]{4})-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]"
@@ -159,7 +161,8 @@ def parse_config(body: bytes, where: str) -> ModelPackConfig:
         raise RegistryError(f"{where}: the ModelPack config is not JSON: {e}") from None
     except ValidationError as e:
         first = e.errors()[0]
-        field = ".".join(str(p) for p in first["loc"]) or "(top)"
+        field = printable(".".join(str(p) for p in first["loc"]) or "(top)")  # the registry's keys
+        field = field if len(field) <= MAX_FIELD_SHOWN else field[: MAX_FIELD_SHOWN - 3] + "..."
         raise RegistryError(
             f"{where}: the ModelPack config is not valid against the spec's schema: {field}: {first['msg']}"
         ) from None

@@ -8,6 +8,7 @@ holds, as ``verify --image`` asks of it under a trust policy.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 
 from modelseal.attest.policy.admission import AdmissionResult, Candidate, judge_admission
@@ -18,6 +19,8 @@ from modelseal.publish.referrers.attestations import AttachedImage, bound_files
 from modelseal.publish.referrers.order import MAX_SIGNATURES_JUDGED, judging_order
 
 __all__ = ["attached_candidates", "judge_image_admission", "within_budget"]
+
+CAPS = "over the caps on referrers and envelope bytes read"
 
 
 def attached_candidates(attached: AttachedImage) -> list[Candidate]:
@@ -67,4 +70,9 @@ def judge_image_admission(
         given = within_budget(policy, attached_candidates(attached), [f.hints for f in attached.found])
     else:
         given = within_budget(policy, candidates)
-    return judge_admission(policy, given, expected, now=now, bind=bind)
+    result = judge_admission(policy, given, expected, now=now, bind=bind)
+    # what the read caps left unread may be what meets a requirement: a denial says so, as verify --image
+    if result.verdict.admitted or not (candidates is None and attached.skipped):
+        return result
+    message = f"{result.verdict.message}; {attached.skipped} attached attestation(s) not read: {CAPS}"
+    return replace(result, verdict=result.verdict.model_copy(update={"message": message}))
