@@ -1,4 +1,5 @@
-"""printable(): no control character gets through, and nothing is lost."""
+"""printable(): no control character gets through, and nothing is lost; clip(): a long line is cut
+between escapes, and says how much it left out."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import unicodedata
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from modelseal.text import printable
+from modelseal.text import clip, one_line, printable
 
 _ESCAPE = re.compile(r"\\(\\|t|n|r|x[0-9a-f]{2}|u[0-9a-f]{4}|U[0-9a-f]{8})")
 _SHORT = {"\\": "\\", "t": "\t", "n": "\n", "r": "\r"}
@@ -53,3 +54,23 @@ def test_printable_escapes_the_injections_of_the_review() -> None:
     assert printable("\r\x1b[2K\x1b[1Averified") == "\\r\\x1b[2K\\x1b[1Averified"
     assert printable("a\u202eb") == "a\\u202eb"
     assert printable("a\\b") == "a\\\\b"
+
+
+@given(st.text(alphabet=st.characters(exclude_categories=()), max_size=60), st.integers(0, 40))
+@example("\\" * 30, 7)  # a cut between the two backslashes of an escaped one
+@example("\x1b" * 30, 9)
+def test_clip_cuts_between_escapes_and_counts_the_rest(text: str, limit: int) -> None:
+    shown = printable(text)
+    cut = clip(shown, limit)
+    if len(shown) <= limit:
+        assert cut == shown
+        return
+    kept, _, rest = cut.rpartition("... (")
+    assert len(kept) <= limit and rest == f"{len(shown) - len(kept)} more characters)"
+    assert text.startswith(unescape(kept))  # what is shown is the start of the text, undamaged
+
+
+def test_one_line_keeps_a_huge_refusal_readable() -> None:
+    line = one_line("unsupported media type " + "\x1b" + "x" * 500_000)
+    assert line.startswith("unsupported media type \\x1bxxx")
+    assert line.endswith("... (496027 more characters)") and len(line) < 4100

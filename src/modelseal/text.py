@@ -11,7 +11,12 @@ recovered exactly (``\\\\`` is a backslash; ``\\t``, ``\\n``, ``\\r``,
 
 from __future__ import annotations
 
-__all__ = ["printable"]
+import re
+
+__all__ = ["MAX_LINE", "clip", "one_line", "printable"]
+
+#: the longest line :func:`clip` leaves: a refusal quoting a 500 KB media type is still one line
+MAX_LINE = 4000
 
 _SHORT = {"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"}
 
@@ -39,3 +44,29 @@ def printable(text: str) -> str:
     if text.isprintable() and "\\" not in text:
         return text
     return "".join(ch if ch != "\\" and ch.isprintable() else _escape(ch) for ch in text)
+
+
+def one_line(text: str, limit: int = MAX_LINE) -> str:
+    """:func:`printable` ``text``, cut by :func:`clip`."""
+    return clip(printable(text), limit)
+
+
+_TOKEN = re.compile(r"\\(?:\\|[tnr]|x[0-9a-f]{2}|u[0-9a-f]{4}|U[0-9a-f]{8})|.", re.S)
+
+
+def clip(line: str, limit: int = MAX_LINE) -> str:
+    """A :func:`printable` ``line`` cut to ``limit`` characters, never inside an escape, and the
+    count of those left out said.
+
+    For a line a person reads (an error, a refusal): its start says what went
+    wrong, and input an attacker made long (a media type, an unknown key)
+    cannot bury it. Machine output (``--json``) keeps the whole message.
+    """
+    if len(line) <= limit:
+        return line
+    end = 0
+    for token in _TOKEN.finditer(line):
+        if token.end() > limit:
+            break
+        end = token.end()
+    return f"{line[:end]}... ({len(line) - end} more characters)"

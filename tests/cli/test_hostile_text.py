@@ -82,3 +82,17 @@ def test_the_envelope_keeps_the_raw_keyid() -> None:
     env = json.loads((SOCAIR / "authorized.dsse.json").read_bytes())
     env["signatures"][0]["keyid"] = FORGED
     assert parse_envelope(json.dumps(env).encode()).signatures[0].keyid == FORGED
+
+
+def test_a_huge_field_makes_a_refusal_of_one_short_line(cli: Run, tmp_path: Path) -> None:
+    env = json.loads((SOCAIR / "authorized.dsse.json").read_bytes())
+    env["payloadType"] = "application/vnd.in-toto+json" + "\x1b" * 100_000  # 400 KB once quoted
+    huge = tmp_path / "huge.dsse.json"
+    huge.write_text(json.dumps(env))
+    for mode in ("enforce", "warn"):
+        r = cli("verify", huge, "--trusted", TESTDATA / "keys" / "ed25519.pub", "--mode", mode)
+        assert r.err.count("\n") == 1 and len(r.err) < 4200 and _clean(r.err), len(r.err)
+        assert 'payload type "application/vnd.in-toto+json\\\\x1b\\\\x1b' in r.err  # Go-quoted, escaped
+        assert "more characters)" in r.err
+    listed = cli("verify", huge, "--trusted", TESTDATA / "keys" / "ed25519.pub", "--json")
+    assert json.loads(listed.out)["message"].count("\\x1b") == 100_000  # machines get the whole message

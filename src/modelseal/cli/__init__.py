@@ -31,7 +31,7 @@ from modelseal.cli import (  # noqa: E402
     verify_commands,
 )
 from modelseal.errors import Error, UsageError  # noqa: E402
-from modelseal.text import printable  # noqa: E402
+from modelseal.text import clip, printable  # noqa: E402
 
 __all__ = ["main"]
 
@@ -204,12 +204,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = handler(args)
         return code
     except UsageError as e:
-        print(f"error: {_unpinned(printable(str(e)), args_list)}", file=sys.stderr)
+        print(f"error: {clip(_unpinned(printable(str(e)), args_list))}", file=sys.stderr)
         if e.usage:
             print(e.usage, file=sys.stderr)
         return 2
     except Error as e:
-        print(f"error: {_unpinned(printable(str(e)), args_list)}", file=sys.stderr)
+        print(f"error: {clip(_unpinned(printable(str(e)), args_list))}", file=sys.stderr)
         return 1 if command == "verify" else e.exit_code
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from modelseal.text import printable
+from modelseal.text import one_line, printable
 
 if TYPE_CHECKING:
     from modelseal.attest.verdict import Mode, Verdict
@@ -25,9 +25,9 @@ def finish_verify(
     if not verdict.admitted:
         if verdict.blocks(mode):
             if doc is None:
-                print(f"error: {printable(verdict.message)}{hint}", file=sys.stderr)
+                print(f"error: {one_line(verdict.message)}{hint}", file=sys.stderr)
             return 1
-        print(f"warning: {printable(verdict.message)}{hint} (warn mode: not blocking)", file=sys.stderr)
+        print(f"warning: {one_line(verdict.message)}{hint} (warn mode: not blocking)", file=sys.stderr)
         return 0
     if doc is None:
         print(text())
