@@ -78,6 +78,29 @@ def test_a_plain_verify_of_a_socair_envelope_imports_no_bundle_path() -> None:
     assert sorted(m for m in loaded if any(m == b or m.startswith(b + ".") for b in BUNDLE_PATH)) == []
 
 
+#: what a plain verify of a Socair envelope against a key does without: the envelope, the
+#: statement and the verdict are plain records read by small strict parsers, not pydantic models
+NOT_FOR_A_PLAIN_VERIFY = (
+    "pydantic",
+    "pydantic_core",
+    "annotated_types",
+    "modelseal.attest.policy.admission_policy",
+)
+
+
+def test_a_plain_verify_of_a_socair_envelope_imports_no_pydantic() -> None:
+    """Issue 21, part 4: pydantic (importing it, building the envelope, statement and verdict
+    models) was half of a plain verify's start-up."""
+    loaded = _modules(
+        "verify", str(SOCAIR / "authorized.dsse.json"), "--trusted", str(SOCAIR / "operator.pub"), "--json"
+    )
+    assert "modelseal.attest.socair.verifier" in loaded  # it did verify
+    assert (
+        sorted(m for m in loaded if any(m == n or m.startswith(n + ".") for n in NOT_FOR_A_PLAIN_VERIFY))
+        == []
+    )
+
+
 #: the modules of the commands other than ``verify``: each is imported when its command runs
 OTHER_COMMANDS = ("modelseal.cli.publish_commands", "modelseal.cli.stage_commands",
                   "modelseal.cli.operator_commands", "modelseal.cli.bom_commands")  # fmt: skip

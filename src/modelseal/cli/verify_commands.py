@@ -174,7 +174,7 @@ def _report(
     from modelseal.cli import render
     from modelseal.cli.hints import refusal_hint
 
-    doc = {"mode": mode.value, **verdict.model_dump(mode="json"), **skipped_json(directory)}
+    doc = {"mode": mode.value, **verdict.to_json(), **skipped_json(directory)}
     hint = "" if verdict.admitted or not envelope else refusal_hint(verdict, envelope, args)
     return render.finish_verify(
         verdict, mode, doc if args.json else None, lambda: render.admitted(verdict, bound=bound), hint

@@ -204,7 +204,7 @@ def evaluate_bundle(
             if bundle.method == "certificate":
                 return _generic_certified(statement, policy, expected, signers, details, now)
             verdict = evaluate(bundle.envelope, policy, expected=expected, now=now)
-            return verdict.model_copy(update={"details": {**verdict.details, **details}})
+            return replace(verdict, details={**verdict.details, **details})
         manifest = read_manifest(statement)
         facts["subject_digest"] = manifest.root_digest
         if PREDICATE_TYPE not in policy.predicate_types:
