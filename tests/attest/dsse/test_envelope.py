@@ -250,6 +250,7 @@ def test_an_envelope_reads_alike_whichever_json_reader_answers(text: str) -> Non
     """gojson's fast reader (msgspec) answers only where the reference reader would: the envelope
     parsed over either, with each refusal's message, is the same."""
     data = text.encode()
+    gojson.use_fast_reader()
     with pytest.MonkeyPatch.context() as m:
         m.setattr(gojson, "_read_fast", lambda _: gojson._UNDECIDED)
         want = _parsed(data)
