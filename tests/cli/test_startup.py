@@ -81,13 +81,15 @@ def test_a_plain_verify_of_a_socair_envelope_imports_no_bundle_path() -> None:
 #: what a plain verify of a Socair envelope against a key does without: the envelope, the
 #: statement and the verdict are plain records read by small strict parsers, not pydantic models
 NOT_FOR_A_PLAIN_VERIFY = ("pydantic", "pydantic_core", "annotated_types", "modelseal.attest.policy.admission_policy",
-                          "msgspec", "decimal")  # fmt: skip
+                          "msgspec", "decimal", "cryptography", "bcrypt", "nacl.bindings")  # fmt: skip
 
 
 def test_a_plain_verify_of_a_socair_envelope_imports_no_pydantic() -> None:
     """Issue 21, part 4: pydantic (importing it, building the envelope, statement and verdict
     models) was half of a plain verify's start-up; msgspec's fast JSON reader, imported for two
-    small documents, cost more than it saved (gojson imports it once a process reads many)."""
+    small documents, cost more than it saved (gojson imports it once a process reads many);
+    cryptography (with bcrypt, for its SSH keys) only read the Ed25519 key libsodium checks, and
+    nacl.bindings loads every PyNaCl wrapper for the one check used."""
     loaded = _modules(
         "verify", str(SOCAIR / "authorized.dsse.json"), "--trusted", str(SOCAIR / "operator.pub"), "--json"
     )
