@@ -4,8 +4,9 @@
 ``modelseal --version`` and ``modelseal verify`` of the socair fixture, beside
 a bare ``python -c pass`` (the interpreter's own start-up), each a fresh
 process, round by round; the median wall, user and system time, the spread
-and peak RSS are printed. ``python -X importtime -m modelseal ...`` shows where
-the rest goes.
+and peak RSS are printed, and each command's median wall and CPU (user +
+system) as a multiple of the bare start's (the goal of issue 21: a verify
+within 8x). ``python -X importtime -m modelseal ...`` shows where the rest goes.
 
     python -m benchmarks.bench_startup [--runs 21]
 """
@@ -41,12 +42,19 @@ def main() -> None:
         ("modelseal verify (socair fixture)", lambda: verify),
     ]
     print(f"machine: {machine()}\n\nwhole process, median of {args.runs} paired runs (min-max):")
-    for s in paired(contenders, args.runs):
+    summaries = paired(contenders, args.runs)
+    bare = summaries[0]
+    for s in summaries:
         lo, hi = s.spread
         print(
             f"  {s.label:<34} {s.wall:6.3f} s ({lo:.3f}-{hi:.3f})  user {s.user:.3f}  sys {s.sys:.3f}"
             f"  peak RSS {s.rss:4.0f} MB  (mean {statistics.mean(r.wall for r in s.runs):.3f} s)"
         )
+    print(f"\nagainst {bare.label} (median wall, median CPU = user + system):")
+    for s in summaries[1:]:
+        cpu = statistics.median(r.user + r.sys for r in s.runs)
+        bare_cpu = statistics.median(r.user + r.sys for r in bare.runs)
+        print(f"  {s.label:<34} wall {s.wall / bare.wall:5.1f}x  CPU {cpu / bare_cpu:5.1f}x")
 
 
 if __name__ == "__main__":

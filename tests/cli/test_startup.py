@@ -21,7 +21,10 @@ from tests.publish.fileserver import file_server
 _LOADED = (
     "import json, sys\n"
     "from modelseal.cli import main\n"
-    "code = main(sys.argv[1:]) if sys.argv[1:] else 0\n"
+    "try:\n"
+    "    code = main(sys.argv[1:]) if sys.argv[1:] else 0\n"
+    "except SystemExit:  # --help, --version\n"
+    "    pass\n"
     "sys.stdout.flush()\n"
     "print(json.dumps(sorted(m for m, module in sys.modules.items() if module is not None)), file=sys.stderr)\n"
 )
@@ -73,6 +76,45 @@ def test_a_plain_verify_of_a_socair_envelope_imports_no_bundle_path() -> None:
     )
     assert "modelseal.attest.socair.verifier" in loaded  # it did verify
     assert sorted(m for m in loaded if any(m == b or m.startswith(b + ".") for b in BUNDLE_PATH)) == []
+
+
+#: what a plain verify of a Socair envelope against a key does without: the envelope, the
+#: statement and the verdict are plain records read by small strict parsers, not pydantic models
+NOT_FOR_A_PLAIN_VERIFY = ("pydantic", "pydantic_core", "annotated_types", "modelseal.attest.policy.admission_policy",
+                          "msgspec", "decimal", "cryptography", "bcrypt", "nacl.bindings")  # fmt: skip
+
+
+def test_a_plain_verify_of_a_socair_envelope_imports_no_pydantic() -> None:
+    """Issue 21, part 4: pydantic (importing it, building the envelope, statement and verdict
+    models) was half of a plain verify's start-up; msgspec's fast JSON reader, imported for two
+    small documents, cost more than it saved (gojson imports it once a process reads many);
+    cryptography (with bcrypt, for its SSH keys) only read the Ed25519 key libsodium checks, and
+    nacl.bindings loads every PyNaCl wrapper for the one check used."""
+    loaded = _modules(
+        "verify", str(SOCAIR / "authorized.dsse.json"), "--trusted", str(SOCAIR / "operator.pub"), "--json"
+    )
+    assert "modelseal.attest.socair.verifier" in loaded  # it did verify
+    assert (
+        sorted(m for m in loaded if any(m == n or m.startswith(n + ".") for n in NOT_FOR_A_PLAIN_VERIFY))
+        == []
+    )
+
+
+#: the modules of the commands other than ``verify``: each is imported when its command runs
+OTHER_COMMANDS = ("modelseal.cli.publish_commands", "modelseal.cli.stage_commands",
+                  "modelseal.cli.operator_commands", "modelseal.cli.bom_commands")  # fmt: skip
+
+
+def test_a_command_imports_its_own_module_not_every_command_s() -> None:
+    """Issue 21, part 4: the CLI imported every command's module to build the whole parser."""
+    verify = _modules(
+        "verify", str(SOCAIR / "authorized.dsse.json"), "--trusted", str(SOCAIR / "operator.pub")
+    )
+    assert "modelseal.cli.verify_commands" in verify
+    assert sorted(m for m in verify if m in OTHER_COMMANDS) == []
+    for top_level in ("--version", "--help"):
+        loaded = _modules(top_level)
+        assert [m for m in loaded if m.startswith("modelseal.cli.") and m.endswith("_commands")] == []
 
 
 def test_staging_over_plain_http_imports_neither_the_cli_of_httpx_nor_the_operator(

@@ -4,14 +4,15 @@ One evaluation produces one :class:`Verdict`: admitted or not, a stable
 reason code, a one-line message, the signer and details. The mode does not
 change the evaluation, only what a caller does with the verdict: ``enforce``
 refuses, ``warn`` reports and proceeds, ``off`` does not evaluate at all.
+A verdict is a frozen record, written as JSON by :meth:`Verdict.to_json`
+(``verify --json``, the image and admission results).
 """
 
 from __future__ import annotations
 
-from enum import StrEnum
+from dataclasses import dataclass, field
+from enum import Enum, StrEnum
 from typing import Any
-
-from pydantic import BaseModel, ConfigDict
 
 __all__ = ["Mode", "Reason", "Signer", "Verdict"]
 
@@ -74,10 +75,9 @@ class Reason(StrEnum):
     INPUT_UNREADABLE = "input_unreadable"
 
 
-class Signer(BaseModel):
+@dataclass(frozen=True, kw_only=True)
+class Signer:
     """The trusted key whose signature was accepted."""
-
-    model_config = ConfigDict(frozen=True)
 
     keyid: str
     name: str | None = None
@@ -88,11 +88,14 @@ class Signer(BaseModel):
         """The first 16 hex digits of the key id."""
         return self.keyid[:16]
 
+    def to_json(self) -> dict[str, Any]:
+        """``{"keyid": ..., "name": ..., "algorithm": ...}``."""
+        return {"keyid": self.keyid, "name": self.name, "algorithm": self.algorithm}
 
-class Verdict(BaseModel):
+
+@dataclass(frozen=True, kw_only=True)
+class Verdict:
     """One evaluation's outcome. ``admitted`` is True only with reason ``admitted``."""
-
-    model_config = ConfigDict(frozen=True)
 
     admitted: bool
     reason: Reason
@@ -102,7 +105,7 @@ class Verdict(BaseModel):
     subject_digest: str | None = None
     state: str | None = None
     document_id: str | None = None
-    details: dict[str, Any] = {}
+    details: dict[str, Any] = field(default_factory=dict)
 
     @property
     def signer(self) -> Signer | None:
@@ -112,3 +115,28 @@ class Verdict(BaseModel):
     def blocks(self, mode: Mode) -> bool:
         """Whether a caller in ``mode`` must refuse: only ``enforce`` refuses."""
         return mode is Mode.ENFORCE and not self.admitted
+
+    def to_json(self) -> dict[str, Any]:
+        """Every field, in order, as JSON values (the reason its code, tuples lists)."""
+        return {
+            "admitted": self.admitted,
+            "reason": self.reason.value,
+            "message": self.message,
+            "signers": [s.to_json() for s in self.signers],
+            "predicate_type": self.predicate_type,
+            "subject_digest": self.subject_digest,
+            "state": self.state,
+            "document_id": self.document_id,
+            "details": _jsonable(self.details),
+        }
+
+
+def _jsonable(value: Any) -> Any:
+    """``value`` with every tuple a list and every enum its value, as JSON holds them."""
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, Enum):
+        return value.value
+    return value

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any, NoReturn
 
 # httpx imports its own command-line client (rich, click, pygments: 40 ms of the 0.18 s a
@@ -22,14 +22,6 @@ from typing import Any, NoReturn
 sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
 
 from modelseal import __version__  # noqa: E402 - after the line above, before anything imports httpx
-from modelseal.cli import (  # noqa: E402
-    attest_commands,
-    bom_commands,
-    operator_commands,
-    publish_commands,
-    stage_commands,
-    verify_commands,
-)
 from modelseal.errors import Error, UsageError  # noqa: E402
 from modelseal.text import clip, printable  # noqa: E402
 
@@ -85,8 +77,57 @@ def _finish(parser: argparse.ArgumentParser) -> None:
         )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The whole command tree."""
+#: the commands in the order help lists them, each with its line of help
+_COMMANDS: tuple[tuple[str, str], ...] = (
+    ("key", "manage signing keys"),
+    ("sign", "sign a Socair report (as socair sign), or a model (--format oms)"),
+    ("attest", "sign an in-toto Statement over files or an image (for CI)"),
+    ("verify", "verify and admit an attestation (as socair verify)"),
+    ("digest", "SHA-256 of a file, socair's digest of a directory"),
+    ("bom", "write a CycloneDX 1.6 ML-BOM for a model folder or image"),
+    (
+        "publish",
+        "push model files as an ImageVolume-mountable OCI image or a ModelPack artifact"
+        " (publish inspect reads either)",
+    ),
+    ("publish-inspect", argparse.SUPPRESS),
+    ("stage", "download a Model's files into a folder, verified (for publish)"),
+    ("operator", "run the Kubernetes operator (LLMKube Models)"),
+)
+_NAMES = frozenset(name for name, _ in _COMMANDS)
+
+
+def _add_arguments(name: str, parser: argparse.ArgumentParser) -> None:
+    """Add command ``name``'s arguments and handler. Its module is imported here, when the command
+    is parsed: a run loads its own command's module, not every command's (issue 21, part 4)."""
+    if name == "verify":
+        from modelseal.cli.verify_commands import add_verify
+
+        add_verify(parser)
+    elif name in ("key", "sign", "attest", "digest"):
+        from modelseal.cli import attest_commands as a
+
+        {"key": a.add_key, "sign": a.add_sign, "attest": a.add_attest, "digest": a.add_digest}[name](parser)
+    elif name in ("publish", "publish-inspect"):
+        from modelseal.cli.publish_commands import add_inspect, add_publish
+
+        (add_publish if name == "publish" else add_inspect)(parser)
+    elif name == "bom":
+        from modelseal.cli.bom_commands import add_bom
+
+        add_bom(parser)
+    elif name == "stage":
+        from modelseal.cli.stage_commands import add_stage
+
+        add_stage(parser)
+    else:
+        from modelseal.cli.operator_commands import add_operator
+
+        add_operator(parser)
+
+
+def build_parser(only: Collection[str] | None = None) -> argparse.ArgumentParser:
+    """The command tree; with ``only``, the other commands by name and help alone (not parsable)."""
     parser = _Parser(
         prog="modelseal",
         description="Verify, sign and publish open-weight AI models for Kubernetes.",
@@ -94,13 +135,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"modelseal {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    attest_commands.register(commands)
-    verify_commands.register(commands)
-    attest_commands.register_digest(commands)
-    bom_commands.register(commands)
-    publish_commands.register(commands)
-    stage_commands.register_stage(commands)
-    operator_commands.register(commands)
+    for name, line in _COMMANDS:
+        command = commands.add_parser(name, help=line)
+        if only is None or name in only:
+            _add_arguments(name, command)
     _finish(parser)
     return parser
 
@@ -177,13 +215,15 @@ def _unpinned(message: str, argv: Sequence[str]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; return the exit code (``sys.exit(main())`` in the entry point)."""
-    parser = build_parser()
     args_list = list(sys.argv[1:] if argv is None else argv)
     # the top level takes only flags without values: the first other word is the command
     at = next((i for i, a in enumerate(args_list) if not a.startswith("-")), len(args_list))
     if args_list[at : at + 2] == ["publish", "inspect"]:
         args_list[at : at + 2] = ["publish-inspect"]
     command = args_list[at] if at < len(args_list) else None
+    # only the command given is built in full, unless a flag before it asks which command takes it
+    flag_first = any(_option_name(a) is not None for a in args_list[:at])
+    parser = build_parser(None if flag_first else [c for c in (command,) if c in _NAMES])
     try:
         _flags_before_the_command(parser, args_list[:at], args_list[at:])
         args = parser.parse_args(args_list)

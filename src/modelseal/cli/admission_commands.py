@@ -119,8 +119,11 @@ def _judge_image(
 
 
 def _json(result: AdmissionResult) -> dict[str, Any]:
+    verdict = result.verdict
     return {
-        **result.verdict.model_dump(mode="json", include={"admitted", "reason", "message"}),
+        "admitted": verdict.admitted,
+        "reason": verdict.reason.value,
+        "message": verdict.message,
         "requirements": [r.to_json() for r in result.requirements],
         "unreadable": [{"attestation": s, "message": m} for s, m in result.unreadable],
     }

@@ -27,12 +27,19 @@ if TYPE_CHECKING:
 #: a predicate type to show in advice: a URI of the user's own naming what they attest
 EXAMPLE_PREDICATE_TYPE = "https://example.com/model-review/v1"
 
-__all__ = ["EXAMPLE_PREDICATE_TYPE", "hash_path", "register", "register_digest", "skipped_json"]
+__all__ = [
+    "EXAMPLE_PREDICATE_TYPE",
+    "add_attest",
+    "add_digest",
+    "add_key",
+    "add_sign",
+    "hash_path",
+    "skipped_json",
+]
 
 
-def register(commands: Any) -> None:
-    """Add the attestation commands to the ``modelseal`` parser."""
-    key = commands.add_parser("key", help="manage signing keys")
+def add_key(key: argparse.ArgumentParser) -> None:
+    """``key``'s commands (``key gen``)."""
     key_commands = key.add_subparsers(dest="key_command", metavar="COMMAND", parser_class=type(key))
     gen = key_commands.add_parser("gen", help="generate a key pair (<prefix>.key, <prefix>.pub)")
     gen.add_argument("--out", required=True, metavar="PREFIX", help="write PREFIX.key and PREFIX.pub")
@@ -44,9 +51,9 @@ def register(commands: Any) -> None:
     )
     gen.set_defaults(handler=key_gen)
 
-    sign = commands.add_parser(
-        "sign", help="sign a Socair report (as socair sign), or a model (--format oms)"
-    )
+
+def add_sign(sign: argparse.ArgumentParser) -> None:
+    """``sign``'s arguments."""
     sign.add_argument("model", nargs="?", metavar="MODEL", help="--format oms: the model directory or file")
     sign.add_argument(
         "--key",
@@ -58,7 +65,9 @@ def register(commands: Any) -> None:
     sign.add_argument("--out", help="default: the report's name with .dsse.json; MODEL/model.sig for oms")
     sign.set_defaults(handler=sign_cmd)
 
-    attest = commands.add_parser("attest", help="sign an in-toto Statement over files or an image (for CI)")
+
+def add_attest(attest: argparse.ArgumentParser) -> None:
+    """``attest``'s arguments."""
     attest.add_argument(
         "paths",
         nargs="+",
@@ -88,9 +97,8 @@ def register(commands: Any) -> None:
     attest.set_defaults(handler=attest_cmd)
 
 
-def register_digest(commands: Any) -> None:
-    """Add ``digest`` (after ``verify``, in the order ``--help`` lists them)."""
-    digest = commands.add_parser("digest", help="SHA-256 of a file, socair's digest of a directory")
+def add_digest(digest: argparse.ArgumentParser) -> None:
+    """``digest``'s arguments."""
     digest.add_argument("path", metavar="PATH", help="a file, or a model directory")
     digest.add_argument("--jobs", type=int, metavar="N", help="files hashed at once (default: cores)")
     digest.add_argument("--json", action="store_true", help="print the digest and files as JSON")

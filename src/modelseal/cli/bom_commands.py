@@ -12,12 +12,11 @@ from modelseal.errors import UsageError
 from modelseal.files import write_atomic
 from modelseal.text import printable
 
-__all__ = ["register"]
+__all__ = ["add_bom"]
 
 
-def register(commands: Any) -> None:
-    """Add ``bom`` to the command's subparsers."""
-    bom = commands.add_parser("bom", help="write a CycloneDX 1.6 ML-BOM for a model folder or image")
+def add_bom(bom: argparse.ArgumentParser) -> None:
+    """``bom``'s arguments."""
     bom.add_argument("target", metavar="PATH|oci://REF", help="a model folder or file, or an image")
     bom.add_argument("--name", help="the model's name (default: the folder's or repository's)")
     bom.add_argument("--model-version", metavar="TEXT", help="the model's version")

@@ -153,7 +153,7 @@ def _file_hint(verdict: Verdict, image: str, envelope: str | None) -> str:
 def _json(result: ImageVerdict, mode: Any) -> dict[str, Any]:
     return {
         "mode": mode.value,
-        **result.verdict.model_dump(mode="json"),
+        **result.verdict.to_json(),
         "image": result.image,
         "digest": result.digest,
         "referrer": result.referrer,

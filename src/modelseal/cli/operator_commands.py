@@ -5,11 +5,10 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-from typing import Any
 
 from modelseal.errors import OperationalError, UsageError
 
-__all__ = ["register"]
+__all__ = ["add_operator"]
 
 
 def _go_bool(text: str) -> bool:
@@ -21,9 +20,8 @@ def _go_bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"invalid boolean value {text!r}")
 
 
-def register(commands: Any) -> None:
-    """Add ``operator run`` to the ``modelseal`` parser."""
-    op = commands.add_parser("operator", help="run the Kubernetes operator (LLMKube Models)")
+def add_operator(op: argparse.ArgumentParser) -> None:
+    """``operator``'s commands (``operator run``)."""
     sub = op.add_subparsers(dest="operator_command", metavar="COMMAND", parser_class=type(op))
     run = sub.add_parser("run", help="gate Model Ready on an admitted attestation")
     scope = run.add_mutually_exclusive_group()

@@ -23,20 +23,17 @@ if TYPE_CHECKING:
     from modelseal.attest.signing.signers import KeySigner
     from modelseal.publish.image.modelpack import ModelPackShape
 
-__all__ = ["register"]
+__all__ = ["add_inspect", "add_publish"]
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
-def register(commands: Any) -> None:
-    """Add the publish commands to the ``modelseal`` parser."""
-    pub = commands.add_parser(
-        "publish",
-        help="push model files as an ImageVolume-mountable OCI image or a ModelPack artifact"
-        " (publish inspect reads either)",
-        description="Push model files as one OCI image (one tar layer per file, files at the image root),"
+def add_publish(pub: argparse.ArgumentParser) -> None:
+    """``publish``'s arguments."""
+    pub.description = (
+        "Push model files as one OCI image (one tar layer per file, files at the image root),"
         " or with --format modelpack as a CNCF ModelPack v1 artifact (one layer per file, typed by its"
-        " role). Also: modelseal publish inspect oci://REGISTRY/REPO@sha256:...",
+        " role). Also: modelseal publish inspect oci://REGISTRY/REPO@sha256:..."
     )
     pub.add_argument("files", nargs="*", metavar="FILE", help="LOCAL, or IMAGE/PATH=LOCAL")
     pub.add_argument("--image", required=True, metavar="REGISTRY/REPO:TAG", help="where to publish")
@@ -95,7 +92,10 @@ def register(commands: Any) -> None:
     registry_options(pub)
     pub.set_defaults(handler=publish_cmd)
 
-    inspect = commands.add_parser("publish-inspect", prog="modelseal publish inspect", help=argparse.SUPPRESS)
+
+def add_inspect(inspect: argparse.ArgumentParser) -> None:
+    """``publish inspect``'s arguments (the hidden command ``publish-inspect``)."""
+    inspect.prog = "modelseal publish inspect"
     inspect.add_argument(
         "image", metavar="oci://REGISTRY/REPO@sha256:...", help="the image (a tag is resolved)"
     )

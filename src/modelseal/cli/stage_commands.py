@@ -6,7 +6,6 @@ import argparse
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 from modelseal.cli.key_values import key_values
 from modelseal.cli.progress import ProgressBar
@@ -14,12 +13,11 @@ from modelseal.cli.registry_access import say
 from modelseal.errors import UsageError
 from modelseal.text import printable
 
-__all__ = ["register_stage"]
+__all__ = ["add_stage"]
 
 
-def register_stage(commands: Any) -> None:
-    """Add ``stage`` (the prefetch Job's downloader) to the ``modelseal`` parser."""
-    st = commands.add_parser("stage", help="download a Model's files into a folder, verified (for publish)")
+def add_stage(st: argparse.ArgumentParser) -> None:
+    """``stage``'s arguments (the prefetch Job's downloader)."""
     st.add_argument(
         "files", nargs="*", metavar="FILE", help="spec.files entries (relative to --source, or URLs)"
     )

@@ -10,7 +10,7 @@ import argparse
 import re
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from modelseal.cli import bundle_commands
 from modelseal.cli.attest_commands import hash_path, skipped_json
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from modelseal.attest.policy.trust import TrustPolicy
     from modelseal.attest.verdict import Mode, Verdict
 
-__all__ = ["VERIFY_USAGE", "register", "verify_cmd"]
+__all__ = ["VERIFY_USAGE", "add_verify", "verify_cmd"]
 
 _HEX64 = re.compile(r"[0-9a-fA-F]{64}")
 VERIFY_USAGE = (
@@ -38,9 +38,8 @@ VERIFY_USAGE = (
 )
 
 
-def register(commands: Any) -> None:
-    """Add ``verify`` to the command's subparsers."""
-    verify = commands.add_parser("verify", help="verify and admit an attestation (as socair verify)")
+def add_verify(verify: argparse.ArgumentParser) -> None:
+    """``verify``'s arguments."""
     verify.add_argument(
         "envelope",
         nargs="?",
@@ -175,7 +174,7 @@ def _report(
     from modelseal.cli import render
     from modelseal.cli.hints import refusal_hint
 
-    doc = {"mode": mode.value, **verdict.model_dump(mode="json"), **skipped_json(directory)}
+    doc = {"mode": mode.value, **verdict.to_json(), **skipped_json(directory)}
     hint = "" if verdict.admitted or not envelope else refusal_hint(verdict, envelope, args)
     return render.finish_verify(
         verdict, mode, doc if args.json else None, lambda: render.admitted(verdict, bound=bound), hint

@@ -146,6 +146,12 @@ def _json_text(draw: st.DrawFn, depth: int = 0) -> str:
     return "{" + body + "}"
 
 
+@pytest.fixture(autouse=True)
+def _fast_reader() -> None:
+    """These tests compare the fast reader's answers with the reference reader's: it reads first."""
+    gojson.use_fast_reader()
+
+
 def _outcome(data: bytes | str) -> tuple[str, str]:
     try:
         return ("read", repr(gojson.loads(data)))  # repr tells 1 from 1.0 from True, and keeps key order
@@ -159,6 +165,24 @@ def test_fast_reader_decides_as_the_reference_reader(text: str, nesting: int) ->
     text = "[" * nesting + text + "]" * nesting if nesting > 60 else text
     # text goes to the reference reader alone; its bytes to msgspec first
     assert _outcome(text.encode()) == _outcome(text)
+
+
+def test_a_process_imports_the_fast_reader_only_after_reading_many_documents() -> None:
+    """Issue 21, part 4: msgspec's import cost a one-envelope ``verify`` more than it saved."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from modelseal.attest.dsse import gojson\n"
+        'docs = [b\'{"a": [1, 2.5, "x"]}\'] * (gojson.FAST_READER_AFTER - 1)\n'
+        "read = [gojson.loads(d) for d in docs]\n"
+        "before = 'msgspec' in sys.modules\n"
+        "read.append(gojson.loads(docs[0]))\n"
+        "print(before, 'msgspec' in sys.modules, all(r == {'a': [1, 2.5, 'x']} for r in read))\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert run.stdout.split() == ["False", "True", "True"]
 
 
 def test_socair_payloads_take_the_fast_path() -> None:
@@ -189,6 +213,7 @@ def refuse_as_msgspec_0_20(module: ModuleType, monkeypatch: pytest.MonkeyPatch) 
     Invalid UTF-8 in a string raises UnicodeDecodeError (up to 0.22), any other
     refusal a DecodeError that is not a ValueError.
     """
+    module.use_fast_reader()
     decode = module._decode_fast
 
     def read(data: bytes) -> Any:

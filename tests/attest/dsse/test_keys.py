@@ -159,3 +159,64 @@ def test_a_key_under_two_issuer_names_is_refused(tmp_path: Path) -> None:
         )
     (tmp_path / "b.pub").write_text(with_issuer(pem, "ACME"))  # the same key under the same name: a copy
     assert len(Keyring.from_path(tmp_path)) == 1
+
+
+def _spellings(block: str) -> list[str]:
+    """One PEM public key written several ways: line lengths, CRLF, no final newline, and ways
+    a reader may refuse (spaces, a header, a broken line, base64 that is not the DER form)."""
+    body = "".join(block.splitlines()[1:-1])
+    begin, end = "-----BEGIN PUBLIC KEY-----", "-----END PUBLIC KEY-----"
+    return [
+        block,
+        block.replace("\n", "\r\n"),
+        block.rstrip("\n"),
+        f"{begin}\n{body[:10]}\n{body[10:]}\n{end}\n",
+        f"{begin}\n\n{body}\n\n{end}\n",
+        f"{begin}\n {body}\n{end}\n",
+        f"{begin}\n{body} \n{end}\n",
+        f"{begin}\nProc-Type: 4,ENCRYPTED\n\n{body}\n{end}\n",
+        f"{begin}\n{body[:20]}={body[20:]}\n{end}\n",
+        f"{begin}\n{body.rstrip('=')}\n{end}\n",
+        f"{begin}\n{body}AAAA\n{end}\n",
+        f"{begin}{body}{end}",
+    ]
+
+
+def _read(text: str) -> tuple[str, str] | str:
+    try:
+        key = load_public_key(text)
+    except KeyFileError as e:
+        return e.message
+    return key.keyid, key.key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw).hex()
+
+
+@pytest.mark.parametrize("spelling", range(12))
+def test_an_ed25519_key_read_without_cryptography_reads_as_cryptography_reads_it(spelling: int) -> None:
+    """Issue 21, part 4: an Ed25519 key in its one DER form is read without loading cryptography
+    (its import was a third of a verify's start-up); any spelling is read as cryptography reads it
+    (or refused in its words), the fast reading's key id and key bytes included."""
+    import modelseal.attest.dsse.keys as keys
+
+    block = pem(ed25519.Ed25519PrivateKey.generate().public_key()).decode()
+    text = _spellings(block)[spelling]
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(keys, "_ed25519_der", lambda _: None)  # cryptography reads every key
+        want = _read(text)
+    assert _read(text) == want
+    if spelling < 4:
+        assert keys._ed25519_der(text.split("-----")[2]) is not None  # read without cryptography
+        assert isinstance(want, tuple)
+
+
+def test_a_plain_ed25519_key_verifies_without_cryptography() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from modelseal.attest.dsse.keys import load_public_key\n"
+        f"key = load_public_key(open({str(SOCAIR / 'operator.pub')!r}, 'rb').read())\n"
+        "print(key.algorithm, key.verify(bytes(64), b'm'), [m for m in sys.modules if m.startswith('cryptography')])\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert run.stdout.split() == ["ed25519", "False", "[]"]

@@ -220,7 +220,7 @@ def evaluate_bundle(
                 now=now,
                 statement_of=lambda p: bundle_statement(p, attached=cosign),
             )
-            return verdict.model_copy(update={"details": {**verdict.details, **details}})
+            return replace(verdict, details={**verdict.details, **details})
         manifest = read_manifest(statement)
         facts["subject_digest"] = manifest.root_digest
         if PREDICATE_TYPE not in policy.predicate_types:

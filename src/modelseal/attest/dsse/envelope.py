@@ -4,10 +4,11 @@ The payload is kept as the exact decoded bytes: signatures are checked over
 the PAE of those bytes, never over a re-serialisation. Both base64 alphabets
 are accepted, with or without padding, as the DSSE specification asks.
 
-Both readers have a fast path in C for the common, well-formed case (msgspec
-for the envelope's JSON, pybase64 for padded standard base64). Each takes its
-answer only where it is provably the reference reader's, and leaves every
-refusal, with its message, to the reference reader.
+The JSON is read by :func:`modelseal.attest.dsse.gojson.loads` (strict: no
+duplicate key) and its shape checked field by field (no unknown field, no
+wrong type), the one parser of envelopes. Padded standard base64 is decoded by
+pybase64 (SIMD) first, whose answer is taken only where it is provably the
+reference decoder's; every refusal and its message is the reference decoder's.
 """
 
 from __future__ import annotations
@@ -19,10 +20,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-import msgspec
 import pybase64
 
 from modelseal.attest.dsse import gojson
+from modelseal.attest.dsse.validation import ShapeError, array, missing, no_unknown, obj, string
 from modelseal.errors import EnvelopeError
 
 __all__ = [
@@ -101,50 +102,6 @@ def pae(payload_type: str, payload: bytes) -> bytes:
     return b"DSSEv1 %d %b %d %b" % (len(t), t, len(payload), payload)
 
 
-class _FastSignature(msgspec.Struct, forbid_unknown_fields=True):
-    sig: str
-    keyid: str | msgspec.UnsetType = msgspec.UNSET
-
-
-class _FastEnvelope(msgspec.Struct, forbid_unknown_fields=True):
-    payloadType: str  # noqa: N815 - the wire name
-    payload: str
-    signatures: list[_FastSignature] | msgspec.UnsetType | None = msgspec.UNSET
-
-
-_decode_fast = msgspec.json.Decoder(_FastEnvelope).decode
-
-
-def _parse_fast(data: bytes) -> Envelope | None:
-    """The envelope, read by msgspec in C when that is the reference reader's reading; else None.
-
-    msgspec checks the shape (unknown keys, types) and refuses what the
-    reference reader refuses (invalid UTF-8, lone surrogates, stray bytes),
-    but keeps the last of two equal keys. Those are counted, not looked for:
-    every ``:`` of JSON text is either the separator of one key-value pair or
-    a character of a string. With no colon spelled ``\\u003a``, when the text
-    holds no more colons than the keys msgspec read plus the colons in the
-    strings counted here (a subset), no key was dropped. Anything else goes
-    to the reference reader, which gives every refusal and its message.
-    """
-    if b"\\" in data and gojson.ESCAPED_COLON.search(data):
-        return None
-    try:
-        wire = _decode_fast(data)
-    except (msgspec.DecodeError, ValueError):  # before msgspec 0.23, invalid UTF-8 raised UnicodeDecodeError
-        return None
-    sigs = wire.signatures or []
-    colons = 2 + (wire.signatures is not msgspec.UNSET) + wire.payloadType.count(":")
-    for s in sigs:
-        colons += 1 + s.sig.count(":")
-        if s.keyid is not msgspec.UNSET:
-            colons += 1 + s.keyid.count(":")
-    if data.count(b":") != colons or len(sigs) > MAX_SIGNATURES:
-        return None
-    signatures = tuple(EnvelopeSignature("" if s.keyid is msgspec.UNSET else s.keyid, s.sig) for s in sigs)
-    return Envelope(wire.payloadType, wire.payload, signatures)
-
-
 @dataclass(frozen=True)
 class EnvelopeSignature:
     """One signature as written: ``keyid`` is a hint, ``sig`` still base64."""
@@ -202,17 +159,6 @@ def parse_envelope(data: bytes) -> Envelope:
         raise EnvelopeError(
             f"not a DSSE envelope: {len(data)} bytes is over the {MAX_ENVELOPE_BYTES} byte limit"
         )
-    return _parse_fast(data) or _parse_reference(data)
-
-
-def _parse_reference(data: bytes) -> Envelope:
-    # the reference reader's models are built only when the fast path declines: their
-    # construction is a good part of a short command's start-up (issue 21, part 4)
-    from pydantic import ValidationError
-
-    from modelseal.attest.dsse.validation import first_error
-    from modelseal.attest.dsse.wire import WireEnvelope
-
     try:
         raw = gojson.loads(data)
     except gojson.JSONFormatError as e:
@@ -220,15 +166,47 @@ def _parse_reference(data: bytes) -> Envelope:
     if not isinstance(raw, dict):
         raise EnvelopeError(f"not a DSSE envelope: a JSON {_kind(raw)}, want an object")
     try:
-        wire = WireEnvelope.model_validate(raw)
-    except ValidationError as e:
-        raise EnvelopeError(f"not a DSSE envelope: {first_error(e)}") from None
-    sigs = wire.signatures or []
-    if len(sigs) > MAX_SIGNATURES:
+        envelope = _envelope(raw)
+    except ShapeError as e:
+        raise EnvelopeError(f"not a DSSE envelope: {e}") from None
+    if len(envelope.signatures) > MAX_SIGNATURES:
         raise EnvelopeError(
-            f"not a DSSE envelope: {len(sigs)} signatures, over the limit of {MAX_SIGNATURES}"
+            f"not a DSSE envelope: {len(envelope.signatures)} signatures, over the limit of {MAX_SIGNATURES}"
         )
-    return Envelope(wire.payloadType, wire.payload, tuple(EnvelopeSignature(s.keyid, s.sig) for s in sigs))
+    return envelope
+
+
+_ENVELOPE_FIELDS = frozenset({"payloadType", "payload", "signatures"})
+_SIGNATURE_FIELDS = frozenset({"keyid", "sig"})
+
+
+def _envelope(raw: dict[str, Any]) -> Envelope:
+    """The fields in order, then unknown keys: the first wrong one named."""
+    payload_type = _required(raw, "payloadType", "")
+    payload = _required(raw, "payload", "")
+    listed = raw.get("signatures")
+    signatures = (
+        ()
+        if listed is None
+        else tuple(_signature(s, f"signatures.{i}") for i, s in enumerate(array(listed, "signatures")))
+    )
+    no_unknown(raw, _ENVELOPE_FIELDS)
+    return Envelope(payload_type, payload, signatures)
+
+
+def _signature(value: Any, path: str) -> EnvelopeSignature:
+    item = obj(value, path, of="wiresignature")
+    keyid = string(item.get("keyid", ""), f"{path}.keyid")
+    sig = _required(item, "sig", path)
+    no_unknown(item, _SIGNATURE_FIELDS, path)
+    return EnvelopeSignature(keyid, sig)
+
+
+def _required(item: dict[str, Any], key: str, path: str) -> str:
+    name = f"{path}.{key}" if path else key
+    if key not in item:
+        raise missing(name)
+    return string(item[key], name)
 
 
 def _kind(value: object) -> str:

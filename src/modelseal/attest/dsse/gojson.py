@@ -8,9 +8,13 @@ duplicate keys, ``NaN``/``Infinity``, invalid UTF-8 and absurd nesting are
 refused, because two parsers that disagree on a document are an attack surface.
 
 The reference reader is the standard library's ``json`` with the hooks below.
-msgspec's parser (in C) reads first and its reading is kept only where it is
-provably the reference reader's; anything else, every refusal included, is
-read again by the reference reader, which gives the message.
+In a process that reads many documents (the operator, the webhook), msgspec's
+parser (in C) reads first and its reading is kept only where it is provably
+the reference reader's; anything else, every refusal included, is read again
+by the reference reader, which gives the message. msgspec is imported at the
+:data:`FAST_READER_AFTER`-th document read: its import costs about as much
+CPU as it saves over a thousand small documents, so a command that reads a
+few (``modelseal verify`` of an envelope reads two) never loads it.
 """
 
 from __future__ import annotations
@@ -19,13 +23,19 @@ import json
 import math
 import operator
 import re
-from decimal import Decimal
+from collections.abc import Callable
 from itertools import accumulate, repeat
 from typing import Any
 
-import msgspec
-
-__all__ = ["JSONFormatError", "dumps", "go_quote", "loads", "quote_list"]
+__all__ = [
+    "FAST_READER_AFTER",
+    "JSONFormatError",
+    "dumps",
+    "go_quote",
+    "loads",
+    "quote_list",
+    "use_fast_reader",
+]
 
 MAX_DEPTH = 64
 
@@ -98,8 +108,23 @@ _DECODER = json.JSONDecoder(
 
 
 _UNDECIDED: Any = object()
-_decode_fast = msgspec.json.Decoder().decode
-_encode_fast = msgspec.json.Encoder().encode
+#: the documents (bytes) read before msgspec is imported and read first
+FAST_READER_AFTER = 64
+_documents_read = 0
+_decode_fast: Callable[[bytes], Any] | None = None
+_encode_fast: Callable[[Any], bytes] | None = None
+
+
+def use_fast_reader() -> None:
+    """Import msgspec's reader now, and read with it first from now on (idempotent)."""
+    global _decode_fast, _encode_fast
+    if _decode_fast is None:
+        import msgspec
+
+        _encode_fast = msgspec.json.Encoder().encode
+        _decode_fast = msgspec.json.Decoder().decode  # last: set, it is used
+
+
 #: a colon spelled as an escape, which the colon counts below cannot see
 ESCAPED_COLON = re.compile(rb"\\u003[aA]")
 #: deletes every byte but ``:``, ``[`` and ``{``: one pass over the text leaves what is counted
@@ -119,16 +144,26 @@ def _read_fast(data: bytes) -> Any:
     compact re-encoding of what it read (each distinct key once, every
     string's colons as they are) hold as many colons exactly when no key was dropped.
     """
+    global _documents_read
+    decode, encode = _decode_fast, _encode_fast
+    if decode is None or encode is None:
+        _documents_read += 1
+        if _documents_read < FAST_READER_AFTER:
+            return _UNDECIDED
+        use_fast_reader()
+        return _read_fast(data)
     if b"\\" in data and ESCAPED_COLON.search(data):
         return _UNDECIDED
     counted = data.translate(None, _ALL_BUT_COUNTED)
     if len(counted) - counted.count(b":") > MAX_DEPTH:
         return _UNDECIDED
+    import msgspec  # imported by use_fast_reader: a look-up in sys.modules
+
     try:
-        value = _decode_fast(data)
+        value = decode(data)
     except (msgspec.DecodeError, ValueError):  # before msgspec 0.23, invalid UTF-8 raised UnicodeDecodeError
         return _UNDECIDED
-    if counted.count(b":") != _encode_fast(value).count(b":"):
+    if counted.count(b":") != encode(value).count(b":"):
         return _UNDECIDED
     return value
 
@@ -184,6 +219,8 @@ def go_float(f: float) -> str:
     """Format a float as Go's encoding/json does (``1``, ``0.5``, ``1e-7``, ``1e+21``)."""
     if not math.isfinite(f):
         raise JSONFormatError(f"unsupported value {f!r}")
+    from decimal import Decimal  # here: floats are rare in what is signed, and a verify writes none
+
     if f == 0:
         return "-0" if math.copysign(1.0, f) < 0 else "0"
     sign, digits_t, exp = Decimal(repr(f)).as_tuple()

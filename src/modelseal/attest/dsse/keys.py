@@ -4,31 +4,39 @@ A key is a PEM ``PUBLIC KEY`` (SubjectPublicKeyInfo), possibly preceded by
 text lines such as socair's ``Socair-Issuer: NAME``. Its id is the lowercase
 hex SHA-256 of the SPKI DER, so it follows from the key alone and never from a
 file name. Ed25519 (socair), ECDSA P-256/384/521 and RSA (>= 2048 bits) verify.
+
+An Ed25519 key in its one DER form (RFC 8410's 44 bytes, plainly base64'd) is
+read here and checked through libsodium, without loading ``cryptography``
+(a third of a ``verify``'s start-up); any other key, or any other spelling of
+one, is read by ``cryptography``, which says what is wrong with it.
 """
 
 from __future__ import annotations
 
+import binascii
 import hashlib
 import os
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-
-from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa
-from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
+from typing import TYPE_CHECKING
 
 from modelseal.attest.dsse.ed25519 import verify_ed25519
 from modelseal.errors import KeyFileError
 from modelseal.files import open_regular
 
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+
+    VerifyingKey = ed25519.Ed25519PublicKey | ec.EllipticCurvePublicKey | rsa.RSAPublicKey
+
 __all__ = [
     "ISSUER_PREFIX",
     "Keyring",
     "PublicKey",
-    "VerifyingKey",
     "issuer_of",
     "keyid_of",
     "load_key_files",
@@ -39,20 +47,21 @@ ISSUER_PREFIX = "Socair-Issuer:"
 MAX_KEY_BYTES = 64 * 1024
 MIN_RSA_BITS = 2048
 
-VerifyingKey = ed25519.Ed25519PublicKey | ec.EllipticCurvePublicKey | rsa.RSAPublicKey
+_EC_CURVES = {"secp256r1": "p256", "secp384r1": "p384", "secp521r1": "p521"}
+#: an Ed25519 SubjectPublicKeyInfo's DER before its 32 key bytes (RFC 8410: the OID 1.3.101.112)
+_ED25519_SPKI = bytes.fromhex("302a300506032b6570032100")
+_BASE64_LINE = re.compile(r"[A-Za-z0-9+/]+={0,2}")
 
-_EC_HASH: dict[str, type[hashes.HashAlgorithm]] = {
-    "secp256r1": hashes.SHA256,
-    "secp384r1": hashes.SHA384,
-    "secp521r1": hashes.SHA512,
-}
-_RSA_HASHES = (hashes.SHA256, hashes.SHA384, hashes.SHA512)
+
+def _spki_der(key: VerifyingKey) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+
+    return key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
 
 
 def keyid_of(key: VerifyingKey) -> str:
     """Lowercase hex SHA-256 of the key's SubjectPublicKeyInfo DER."""
-    der = key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
-    return hashlib.sha256(der).hexdigest()
+    return hashlib.sha256(_spki_der(key)).hexdigest()
 
 
 def issuer_of(text: str) -> str | None:
@@ -70,7 +79,8 @@ def issuer_of(text: str) -> str | None:
 class PublicKey:
     """A trusted public key with its id and the name it goes by, if any."""
 
-    key: VerifyingKey = field(repr=False, compare=False)
+    #: the SubjectPublicKeyInfo DER, whose SHA-256 is the key id
+    der: bytes = field(repr=False, compare=False)
     keyid: str
     algorithm: str
     name: str | None = None
@@ -82,27 +92,45 @@ class PublicKey:
 
     def named(self, name: str | None) -> PublicKey:
         """The same key under another name."""
-        return PublicKey(self.key, self.keyid, self.algorithm, name)
+        return PublicKey(self.der, self.keyid, self.algorithm, name)
+
+    @cached_property
+    def key(self) -> VerifyingKey:
+        """The key as ``cryptography``'s object, loaded when first asked for (never for an Ed25519 check)."""
+        from cryptography.hazmat.primitives.serialization import load_der_public_key
+
+        key = load_der_public_key(self.der)
+        assert _algorithm(key, "key") == self.algorithm
+        return key  # type: ignore[return-value]  # _algorithm refuses every other type
 
     def verify(self, signature: bytes, data: bytes) -> bool:
         """True when ``signature`` is this key's signature over ``data``."""
+        if self.algorithm == "ed25519":
+            return verify_ed25519(self.der[-32:], signature, data)
+        from cryptography.exceptions import InvalidSignature
+        from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
+        key = self.key
         try:
-            if isinstance(self.key, ed25519.Ed25519PublicKey):
-                return verify_ed25519(self._ed25519_raw, signature, data)
-            if isinstance(self.key, ec.EllipticCurvePublicKey):
-                return self._verify_ecdsa(self.key, signature, data)
-            return self._verify_rsa(self.key, signature, data)
+            if isinstance(key, ec.EllipticCurvePublicKey):
+                return self._verify_ecdsa(key, signature, data)
+            return isinstance(key, rsa.RSAPublicKey) and self._verify_rsa(key, signature, data)
         except InvalidSignature:
             return False
 
-    @cached_property
-    def _ed25519_raw(self) -> bytes:
-        assert isinstance(self.key, ed25519.Ed25519PublicKey)
-        return self.key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-
     @staticmethod
     def _verify_ecdsa(key: ec.EllipticCurvePublicKey, signature: bytes, data: bytes) -> bool:
-        algorithm = ec.ECDSA(_EC_HASH[key.curve.name]())
+        from cryptography.exceptions import InvalidSignature
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
+
+        hash_of: dict[str, type[hashes.HashAlgorithm]] = {
+            "secp256r1": hashes.SHA256,
+            "secp384r1": hashes.SHA384,
+            "secp521r1": hashes.SHA512,
+        }
+        algorithm = ec.ECDSA(hash_of[key.curve.name]())
         width = (key.curve.key_size + 7) // 8
         forms = [signature]
         if len(signature) == 2 * width:  # raw r||s, as JOSE and some HSMs write it
@@ -119,9 +147,13 @@ class PublicKey:
 
     @staticmethod
     def _verify_rsa(key: rsa.RSAPublicKey, signature: bytes, data: bytes) -> bool:
+        from cryptography.exceptions import InvalidSignature
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.asymmetric import padding
+
         if len(signature) != (key.key_size + 7) // 8:
             return False
-        for h in _RSA_HASHES:
+        for h in (hashes.SHA256, hashes.SHA384, hashes.SHA512):
             pads: tuple[padding.AsymmetricPadding, ...] = (
                 padding.PSS(mgf=padding.MGF1(h()), salt_length=padding.PSS.AUTO),
                 padding.PKCS1v15(),
@@ -136,12 +168,14 @@ class PublicKey:
 
 
 def _algorithm(key: object, source: str) -> str:
+    from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+
     if isinstance(key, ed25519.Ed25519PublicKey):
         return "ed25519"
     if isinstance(key, ec.EllipticCurvePublicKey):
-        if key.curve.name not in _EC_HASH:
+        if key.curve.name not in _EC_CURVES:
             raise KeyFileError(f"{source}: ECDSA curve {key.curve.name} is not supported")
-        return "ecdsa-" + {"secp256r1": "p256", "secp384r1": "p384", "secp521r1": "p521"}[key.curve.name]
+        return "ecdsa-" + _EC_CURVES[key.curve.name]
     if isinstance(key, rsa.RSAPublicKey):
         if key.key_size < MIN_RSA_BITS:
             raise KeyFileError(f"{source}: RSA key of {key.key_size} bits is under {MIN_RSA_BITS}")
@@ -169,6 +203,13 @@ def load_public_key(data: bytes | str, *, source: str = "key") -> PublicKey:
         if "PRIVATE KEY-----" in text:  # never quoted: the message holds no key bytes
             raise KeyFileError(_private_key_given(source))
         raise KeyFileError(f"{source} is not a PEM public key")
+    issuer = issuer_of(text[:begin])
+    der = _ed25519_der(text[begin + len("-----BEGIN PUBLIC KEY-----") : end])
+    if der is not None:
+        return PublicKey(der, hashlib.sha256(der).hexdigest(), "ed25519", issuer)
+    from cryptography.exceptions import UnsupportedAlgorithm
+    from cryptography.hazmat.primitives import serialization
+
     block = text[begin : end + len("-----END PUBLIC KEY-----")] + "\n"
     try:
         key = serialization.load_pem_public_key(block.encode("ascii"))
@@ -176,8 +217,22 @@ def load_public_key(data: bytes | str, *, source: str = "key") -> PublicKey:
         reason = str(e).split("\n")[0] or "unreadable"
         raise KeyFileError(f"{source} is not a valid public key: {reason}") from None
     algorithm = _algorithm(key, source)
-    assert isinstance(key, VerifyingKey)
-    return PublicKey(key, keyid_of(key), algorithm, issuer_of(text[:begin]))
+    der = _spki_der(key)  # type: ignore[arg-type]  # _algorithm refused every other type
+    return PublicKey(der, hashlib.sha256(der).hexdigest(), algorithm, issuer)
+
+
+def _ed25519_der(body: str) -> bytes | None:
+    """The Ed25519 key a PEM block's body holds in its one DER form, as lines of base64 and
+    nothing else; None for anything else, which ``cryptography`` then reads (or refuses)."""
+    body = body.replace("\r\n", "\n")
+    lines = body[1:-1].split("\n")  # a blank line is a header block's end to a PEM reader: not here
+    if body[:1] != "\n" or body[-1:] != "\n" or not all(_BASE64_LINE.fullmatch(line) for line in lines):
+        return None
+    try:
+        der = binascii.a2b_base64("".join(lines), strict_mode=True)
+    except binascii.Error:
+        return None
+    return der if len(der) == 44 and der.startswith(_ED25519_SPKI) else None
 
 
 def _private_key_given(source: str) -> str:

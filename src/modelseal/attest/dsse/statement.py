@@ -2,8 +2,9 @@
 
 Only ``https://in-toto.io/Statement/v1`` is accepted. v0.1 statements and
 in-toto links or layouts get reasons of their own, so nobody mistakes a legacy
-document for a current one. Unknown fields are kept and ignored, as the
-in-toto parsing rules ask.
+document for a current one. Unknown fields are ignored, as the in-toto parsing
+rules ask; a subject keeps its own (``annotations``) in ``extra``. A field of
+the wrong type is refused in the words of :mod:`modelseal.attest.dsse.validation`.
 
 One exception, decided in one place (:mod:`modelseal.attest.bundles.cosign`):
 ``legacy_v01=True`` reads an in-toto Statement v0.1 too, for the Sigstore
@@ -15,12 +16,11 @@ everything checked here (``subject`` a list of a name and a DigestSet,
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
 from modelseal.attest.dsse import gojson
-from modelseal.attest.dsse.validation import first_error
+from modelseal.attest.dsse.validation import ShapeError, array, missing, obj, string, string_map, where
 from modelseal.attest.verdict import Reason
 from modelseal.errors import VerificationError
 
@@ -37,26 +37,33 @@ STATEMENT_V1 = "https://in-toto.io/Statement/v1"
 STATEMENT_V01 = "https://in-toto.io/Statement/v0.1"
 _LEGACY_STATEMENTS = (STATEMENT_V01, "https://in-toto.io/Statement/v0.2")
 MAX_SUBJECTS = 10_000
+_DESCRIPTOR_FIELDS = frozenset({"name", "uri", "digest"})
 
 
-class ResourceDescriptor(BaseModel):
-    """A subject: a name and its digests (algorithm -> lowercase hex)."""
-
-    model_config = ConfigDict(extra="allow", strict=True, frozen=True)
+@dataclass(frozen=True)
+class ResourceDescriptor:
+    """A subject: a name and its digests (algorithm -> lowercase hex), and its other fields as given."""
 
     name: str = ""
     uri: str = ""
-    digest: dict[str, str] = Field(default_factory=dict)
+    digest: dict[str, str] = field(default_factory=dict)
+    #: every other field (``annotations``, ``downloadLocation``, ...), in the order written
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """The subject as JSON, its empty name, uri and digest left out."""
+        given = {"name": self.name, "uri": self.uri, "digest": self.digest}
+        return {**{k: v for k, v in given.items() if v}, **self.extra}
 
 
-class Statement(BaseModel):
-    """A parsed Statement v1. ``predicate`` keeps its key order."""
+@dataclass(frozen=True)
+class Statement:
+    """A parsed Statement v1 (or cosign's v0.1: ``type`` says which). ``predicate`` keeps its key
+    order; other top-level fields are ignored."""
 
-    model_config = ConfigDict(extra="allow", strict=True, frozen=True, populate_by_name=True)
-
-    type: str = Field(alias="_type")
-    subject: list[ResourceDescriptor] = Field(max_length=MAX_SUBJECTS)
-    predicate_type: str = Field(alias="predicateType")
+    type: str
+    subject: tuple[ResourceDescriptor, ...]
+    predicate_type: str
     predicate: dict[str, Any] | None = None
 
     def digests(self, algorithm: str = "sha256") -> list[str]:
@@ -106,8 +113,32 @@ def parse_statement(payload: bytes, *, legacy_v01: bool = False) -> Statement:
             f"statement type {shown}, want {gojson.go_quote(STATEMENT_V1)}",
         )
     try:
-        return Statement.model_validate(raw)
-    except ValidationError as e:
-        raise _fail(
-            Reason.STATEMENT_INVALID, f"payload is not an in-toto statement: {first_error(e)}"
-        ) from None
+        return _statement(raw, str(kind))
+    except ShapeError as e:
+        raise _fail(Reason.STATEMENT_INVALID, f"payload is not an in-toto statement: {e}") from None
+
+
+def _statement(raw: dict[str, Any], kind: str) -> Statement:
+    """The fields in order, the first wrong one named (unknown top-level fields are ignored)."""
+    if "subject" not in raw:
+        raise missing("subject")
+    subject = tuple(
+        _descriptor(item, f"subject.{i}")
+        for i, item in enumerate(array(raw["subject"], "subject", max_length=MAX_SUBJECTS))
+    )
+    if "predicateType" not in raw:
+        raise missing("predicateType")
+    predicate_type = string(raw["predicateType"], "predicateType")
+    predicate = raw.get("predicate")
+    return Statement(
+        kind, subject, predicate_type, None if predicate is None else obj(predicate, "predicate")
+    )
+
+
+def _descriptor(value: Any, path: str) -> ResourceDescriptor:
+    item = obj(value, path, of="resourcedescriptor")
+    name = string(item.get("name", ""), where(path, "name"))
+    uri = string(item.get("uri", ""), where(path, "uri"))
+    digest = string_map(item["digest"], where(path, "digest")) if "digest" in item else {}
+    extra = {k: v for k, v in item.items() if k not in _DESCRIPTOR_FIELDS}
+    return ResourceDescriptor(name, uri, digest, extra)

@@ -129,8 +129,8 @@ def _variables(read: _Read, verdict: Verdict, now: datetime) -> dict[str, Any]:
     return {
         "predicate": read.statement.predicate or {},
         "predicateType": read.statement.predicate_type,
-        "subject": [s.model_dump(mode="json", exclude_defaults=True) for s in read.statement.subject],
-        "signers": [s.model_dump(mode="json") for s in verdict.signers],
+        "subject": [s.to_json() for s in read.statement.subject],
+        "signers": [s.to_json() for s in verdict.signers],
         "now": now.isoformat(),
         "issued": issued.isoformat() if issued else None,
     }
@@ -184,7 +184,7 @@ def judge_admission(
             if read.statement.predicate_type != requirement.predicate_type:
                 continue
             verdict = judge(read, requirement.trust)
-            signers = tuple(s.model_dump(mode="json") for s in verdict.signers)
+            signers = tuple(s.to_json() for s in verdict.signers)
             if not verdict.admitted:
                 found[index].append((Outcome.UNTRUSTED, printable(verdict.message), read.source,
                                      verdict.reason.value, signers))  # fmt: skip
@@ -200,7 +200,7 @@ def judge_admission(
     for (index, read, verdict), result in zip(jobs, evaluate_rules(rules), strict=True):
         outcome = _RULE_OUTCOMES[result.outcome]
         message = "admitted by its trust and its rule" if outcome is Outcome.MET else _rule_message(result)
-        signers = tuple(s.model_dump(mode="json") for s in verdict.signers)
+        signers = tuple(s.to_json() for s in verdict.signers)
         found[index].append((outcome, message, read.source, None, signers))
     results = tuple(_result(r, found[i]) for i, r in enumerate(policy.requirements))
     return AdmissionResult(_verdict(results, len(candidates), unreadable), results, tuple(unreadable))

@@ -16,8 +16,6 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from cryptography.hazmat.primitives import serialization
-
 if TYPE_CHECKING:  # the certificates are parsed elsewhere; a key-only verify never loads x509
     from cryptography import x509
 
@@ -89,6 +87,8 @@ class CertificateTrust:
 
     def fingerprint(self) -> str:
         """A digest of every setting, for caches keyed by policy."""
+        from cryptography.hazmat.primitives import serialization  # here: a key-only verify never needs it
+
         parts = [
             ",".join(
                 sorted(

@@ -75,7 +75,7 @@ def artifact_mismatch(
 def subject_files(subject: ResourceDescriptor) -> dict[str, str] | None:
     """The files a directory's subject lists in its ``annotations`` (``modelseal attest`` of a
     folder records them), path -> sha256; None for a subject that lists none."""
-    annotations = (subject.model_extra or {}).get("annotations")
+    annotations = subject.extra.get("annotations")
     files = annotations.get(FILES_ANNOTATION) if isinstance(annotations, dict) else None
     if not isinstance(files, dict):
         return None

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -107,5 +108,5 @@ def gate_bundle(
         binding, note = _binding(data, spec)
     except Error as e:
         reason = Reason(e.reason) if e.reason else Reason.DIGEST_MISMATCH
-        return verdict.model_copy(update={"admitted": False, "reason": reason, "message": e.message}), None
-    return verdict.model_copy(update={"message": f"{verdict.message}; {note}"}), binding
+        return replace(verdict, admitted=False, reason=reason, message=e.message), None
+    return replace(verdict, message=f"{verdict.message}; {note}"), binding

@@ -177,8 +177,7 @@ def bound_files(verdict: Verdict, info: dict[str, Any]) -> tuple[Verdict, list[d
             f"attestation does not verify: it lists {len(listed)} file(s) the image's manifest does not"
             f" hold as listed ({len(held)} file(s) in {info.get('image')})"
         )
-        update = {"admitted": False, "reason": Reason.DIGEST_MISMATCH, "message": message}
-        return verdict.model_copy(update=update), []
+        return replace(verdict, admitted=False, reason=Reason.DIGEST_MISMATCH, message=message), []
     return verdict, listed
 
 
@@ -272,7 +271,7 @@ def _judge(
         counted = [f"{listed} listed"] * (listed > len(tried)) + [caps] * bool(skipped)
         counts = f" ({', '.join(counted)})" if counted else ""
         message = f"none of the {len(tried)} attached attestations read{counts} admits {image}; the first: "
-        first = first.model_copy(update={"message": message + first.message})
+        first = replace(first, message=message + first.message)
     return ImageVerdict(first, image, digest, None, via, [], tried, 0, listed, skipped)
 
 

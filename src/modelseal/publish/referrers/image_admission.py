@@ -75,4 +75,4 @@ def judge_image_admission(
     if result.verdict.admitted or not (candidates is None and attached.skipped):
         return result
     message = f"{result.verdict.message}; {attached.skipped} attached attestation(s) not read: {CAPS}"
-    return replace(result, verdict=result.verdict.model_copy(update={"message": message}))
+    return replace(result, verdict=replace(result.verdict, message=message))
