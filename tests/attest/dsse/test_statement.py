@@ -64,3 +64,27 @@ def test_a_snake_case_predicate_type_is_not_the_predicate_type() -> None:
     doc = {"_type": STATEMENT_V1, "subject": [], "predicate_type": "https://socair.ai/attestation/v1"}
     with pytest.raises(VerificationError, match='missing field "predicateType"'):
         parse_statement(json.dumps(doc).encode())
+
+
+# Go's encoding/json (socair-verify) matches a key to a struct field case-insensitively, 's' as
+# U+017F and 'k' as U+212A too, the last spelling winning: each of these is read by Go with the
+# second spelling's value, so the two readers would disagree on what was signed
+@pytest.mark.parametrize(
+    ("fields", "key"),
+    [
+        ({"Subject": [{"digest": {"sha256": "cd"}}]}, "Subject"),
+        ({"\u017fubject": [{"digest": {"sha256": "cd"}}]}, "\u017fubject"),
+        ({"PREDICATETYPE": "q"}, "PREDICATETYPE"),
+        ({"Predicate": {"a": 1}}, "Predicate"),
+        ({"_TYPE": "https://in-toto.io/Statement/v0.1"}, "_TYPE"),
+        ({"subject": [{"digest": {"sha256": "ab"}, "Digest": {"sha256": "cd"}}]}, "subject.0.Digest"),
+        ({"subject": [SUBJECT, {"name": "m", "NAME": "n"}]}, "subject.1.NAME"),
+    ],
+)  # fmt: skip
+def test_a_key_go_reads_as_a_statement_field_spelled_otherwise_is_refused(
+    fields: dict[str, Any], key: str
+) -> None:
+    with pytest.raises(VerificationError) as refused:
+        parse_statement(_statement(**fields))
+    assert refused.value.reason == "statement_invalid"
+    assert f'"{key}" is another spelling of' in refused.value.message, refused.value.message

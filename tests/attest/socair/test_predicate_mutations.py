@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -124,3 +124,28 @@ def test_values_go_could_not_have_written_are_refused(key: SigningKey, value: st
     policy = TrustPolicy(Keyring([key.public.named(None)]), strict=strict)
     verdict = evaluate(sign_payload(payload, [key]).to_json(), policy, now=FIXTURE_NOW)
     assert verdict.reason is Reason.STATEMENT_INVALID, verdict.message
+
+
+def _another_spelling(report: dict[str, Any], where: str) -> None:
+    """Add a second spelling of a field socair-verify reads, Go's reading of which refuses."""
+    if where == "checks":
+        report["checks"][0]["Status"] = "FAIL"
+    elif where == "state":
+        report["promotion_authorization"]["\u017ftate"] = "withheld"
+    elif where == "section":
+        report["Promotion_Authorization"] = {"state": "escalated", "authorized": False}
+    else:
+        report["SCHEMA_VERSION"] = "socair.report/v2"
+
+
+@pytest.mark.parametrize("where", ["checks", "state", "section", "schema"])
+def test_a_field_spelled_twice_as_go_reads_it_is_refused(key: SigningKey, where: str) -> None:
+    """Go's decoder (socair-verify) reads a key case-insensitively, the last spelling winning: it
+    reads each of these reports as failing a check, withheld, escalated or of another schema."""
+    policy = TrustPolicy(Keyring([key.public.named(None)]))
+    now = datetime(2026, 11, 2, tzinfo=UTC)  # a day after the sample report's issue time
+    assert evaluate(signed_statement(key), policy, now=now).admitted  # as signed, it is admitted
+    verdict = evaluate(signed_statement(key, lambda r: _another_spelling(r, where)), policy, now=now)
+    assert not verdict.admitted
+    assert verdict.reason is Reason.REPORT_INVALID, verdict.message
+    assert "another spelling of" in verdict.message

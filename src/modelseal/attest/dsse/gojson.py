@@ -31,6 +31,7 @@ __all__ = [
     "FAST_READER_AFTER",
     "JSONFormatError",
     "dumps",
+    "go_fold",
     "go_quote",
     "loads",
     "quote_list",
@@ -314,6 +315,17 @@ def go_quote(s: str) -> str:
             parts.append(f"\\U{ord(ch):08x}")
     parts.append('"')
     return "".join(parts)
+
+
+#: the non-ASCII runes whose case-fold set (Go's ``unicode.SimpleFold``) holds an ASCII letter
+_GO_FOLD = str.maketrans({"\u017f": "s", "\u212a": "k"})
+
+
+def go_fold(key: str) -> bytes:
+    """``key`` as Go's ``encoding/json`` matches it to a struct field: two keys fold alike exactly
+    when Go reads both as one field (ASCII letters case-insensitively, U+017F as ``s``, the Kelvin
+    sign as ``k``; every other rune only as itself)."""
+    return key.translate(_GO_FOLD).encode("utf-8", "surrogatepass").upper()
 
 
 def quote_list(items: list[str]) -> str:

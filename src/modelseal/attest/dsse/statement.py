@@ -20,7 +20,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from modelseal.attest.dsse import gojson
-from modelseal.attest.dsse.validation import ShapeError, array, missing, obj, string, string_map, where
+from modelseal.attest.dsse.validation import (
+    ShapeError,
+    array,
+    missing,
+    no_other_spelling,
+    obj,
+    string,
+    string_map,
+    where,
+)
 from modelseal.attest.verdict import Reason
 from modelseal.errors import VerificationError
 
@@ -38,6 +47,7 @@ STATEMENT_V01 = "https://in-toto.io/Statement/v0.1"
 _LEGACY_STATEMENTS = (STATEMENT_V01, "https://in-toto.io/Statement/v0.2")
 MAX_SUBJECTS = 10_000
 _DESCRIPTOR_FIELDS = frozenset({"name", "uri", "digest"})
+_STATEMENT_FIELDS = frozenset({"_type", "subject", "predicateType", "predicate"})
 
 
 @dataclass(frozen=True)
@@ -120,6 +130,7 @@ def parse_statement(payload: bytes, *, legacy_v01: bool = False) -> Statement:
 
 def _statement(raw: dict[str, Any], kind: str) -> Statement:
     """The fields in order, the first wrong one named (unknown top-level fields are ignored)."""
+    no_other_spelling(raw, _STATEMENT_FIELDS)
     if "subject" not in raw:
         raise missing("subject")
     subject = tuple(
@@ -137,6 +148,7 @@ def _statement(raw: dict[str, Any], kind: str) -> Statement:
 
 def _descriptor(value: Any, path: str) -> ResourceDescriptor:
     item = obj(value, path, of="resourcedescriptor")
+    no_other_spelling(item, _DESCRIPTOR_FIELDS, path)
     name = string(item.get("name", ""), where(path, "name"))
     uri = string(item.get("uri", ""), where(path, "uri"))
     digest = string_map(item["digest"], where(path, "digest")) if "digest" in item else {}

@@ -14,9 +14,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from modelseal.attest.dsse.gojson import go_quote
+from modelseal.attest.dsse.gojson import go_fold, go_quote
 
-__all__ = ["ShapeError", "array", "missing", "no_unknown", "obj", "string", "string_map", "where"]
+__all__ = [
+    "ShapeError",
+    "array",
+    "missing",
+    "no_other_spelling",
+    "no_unknown",
+    "obj",
+    "string",
+    "string_map",
+    "where",
+]
 
 
 class ShapeError(ValueError):
@@ -69,3 +79,19 @@ def no_unknown(value: dict[str, Any], known: frozenset[str], path: str = "") -> 
         for key in value:
             if key not in known:
                 raise ShapeError(f"unknown field {go_quote(where(path, key))}")
+
+
+def no_other_spelling(value: dict[str, Any], fields: frozenset[str], path: str = "") -> None:
+    """Refuse a key Go's decoder reads as one of ``fields`` though spelled otherwise (``Subject``,
+    ``\u017fubject``): Go matches keys to struct fields case-insensitively and keeps the last,
+    so where this reader ignores the key, Go reads its value instead of the field's."""
+    if value.keys() <= fields:
+        return
+    folded = {go_fold(name): name for name in fields}
+    for key in value:
+        name = folded.get(go_fold(key)) if key not in fields else None
+        if name is not None:
+            raise ShapeError(
+                f"field {go_quote(where(path, key))} is another spelling of {go_quote(name)},"
+                " which Go's decoder reads in its place"
+            )

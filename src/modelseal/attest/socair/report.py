@@ -18,6 +18,7 @@ from typing import Any
 from modelseal.attest.dsse import gojson
 from modelseal.attest.dsse.gojson import go_quote
 from modelseal.attest.dsse.statement import Statement
+from modelseal.attest.dsse.validation import ShapeError, no_other_spelling
 from modelseal.attest.socair.issue_time import MAX_CLOCK_SKEW, check_issue_time, parse_rfc3339
 from modelseal.attest.verdict import Reason
 from modelseal.errors import PolicyError, VerificationError
@@ -79,9 +80,20 @@ def _policy_error(reason: Reason, message: str) -> PolicyError:
 _GO_TYPES: dict[type, str] = {str: "string", bool: "bool", list: "array", dict: "object"}
 
 
+def _get(obj: dict[str, Any], path: str) -> Any:
+    """``obj``'s value of the last key in ``path``, refusing another spelling of that key, which
+    Go's decoder would read in its place (keys match fields case-insensitively, the last wins)."""
+    parent, _, name = path.rpartition(".")
+    try:
+        no_other_spelling(obj, frozenset({name}), parent)
+    except ShapeError as e:
+        raise _verify_error(Reason.REPORT_INVALID, f"predicate is not a Socair report: {e}") from None
+    return obj.get(name)
+
+
 def _section(predicate: dict[str, Any], name: str) -> dict[str, Any]:
     """A top-level object of the report; missing or null reads as empty, as Go's decoder reads it."""
-    node = predicate.get(name)
+    node = _get(predicate, name)
     if node is None:
         return {}
     if not isinstance(node, dict):
@@ -93,7 +105,7 @@ def _section(predicate: dict[str, Any], name: str) -> dict[str, Any]:
 
 def _field(obj: dict[str, Any], path: str, kind: type) -> Any:
     """Go-style partial decoding of ``obj``'s last key in ``path``: missing or null is the zero value."""
-    node = obj.get(path.rpartition(".")[2])
+    node = _get(obj, path)
     if node is None:
         return kind()
     if type(node) is kind:  # the common case, decided before the bool-is-an-int subtlety
@@ -122,7 +134,7 @@ def _checks(predicate: dict[str, Any]) -> tuple[tuple[str, str], ...]:
             raise _verify_error(
                 Reason.REPORT_INVALID, f"predicate is not a Socair report: checks[{i}] is not an object"
             )
-        rows.append((_field(row, "name", str), _field(row, "status", str)))
+        rows.append((_field(row, f"checks[{i}].name", str), _field(row, f"checks[{i}].status", str)))
     return tuple(rows)
 
 
