@@ -180,3 +180,17 @@ def test_two_layers_claiming_one_path(cli: Run, registry: Registry) -> None:
                  diff_ids_for(GOOD, GOOD))  # fmt: skip
     code, _, err = inspect(cli, image)
     assert code == 1 and "'code' is given twice" in err, err
+
+
+@pytest.mark.parametrize("entry", ["code/model.gguf", "code/model.gguf/deeper"])
+def test_a_directory_entry_where_another_layer_has_a_file(cli: Run, registry: Registry, entry: str) -> None:
+    """An empty directory that would replace another layer's verified file when the layers are
+    unpacked (a red team's case) cannot be written: a directory layer's entries are at its
+    filepath, under it or above it, and no layer's filepath may be at, under or above another's."""
+    config = tar_stream([("code/model.gguf", b"{}", REG)])
+    dirs = [*CODE, (entry, None, DIR)]
+    image = push(registry, [packed_layer("code/model.gguf", config, "tar"), layer_of(dirs, "tar+gzip")],
+                 diff_ids_for(config, tar_stream(dirs)))  # fmt: skip
+    code, _, err = inspect(cli, image)
+    assert code == 1 and err.count("\n") == 1, err
+    assert "image path 'code' is a file, but 'code/model.gguf' needs it to be a directory" in err, err
