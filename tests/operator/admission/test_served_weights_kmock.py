@@ -108,6 +108,8 @@ async def test_pods_of_a_service_seen_after_its_draft_was_refused_are_evicted(
     await serving_pod(cluster, "chat-a", "chat")
     async with running_operator(k8s, EVICTING) as reconciler:
         await until(no_pods(cluster))
+        # the judgement is recorded once its status is written and its Pods evicted, under its lock
+        await until(lambda: ("default", "llama-draft") in reconciler.checked)
         assert reconciler.checked[("default", "llama-draft")].refused
         # a service changed to use the refused draft loses its Pods too
         await inference_service(cluster, "later")
