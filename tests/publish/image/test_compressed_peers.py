@@ -25,7 +25,9 @@ from tests.publish.image.test_oras_peers import oras_push_modelpack
 from tests.publish.peers import peer, run
 from tests.publish.servers import Registry
 
-CODE = {"code/train.py": b"print('train')\n", "code/lib/util.py": b"def f():\n    return 1\n"}
+# the last path is over 100 bytes: Go's archive/tar (oras) puts its directories in the ustar prefix
+CODE = {"code/train.py": b"print('train')\n", "code/lib/util.py": b"def f():\n    return 1\n",
+        f"code/{'nested' * 17}/helper.py": b"x = 1\n"}  # fmt: skip
 DOCS = {"docs/README.md": b"# model\n", "docs/LICENSE": b"Apache-2.0\n"}
 
 

@@ -130,8 +130,24 @@ def test_handmade_header_tricks_are_refused() -> None:
     star[148:156] = b"%06o\0 " % (sum(star[:148]) + 256 + sum(star[156:512]))
     with pytest.raises(VerificationError, match="uses the name prefix field"):
         read(bytes(star), "d" * 131 + "ir2/model.gguf")
+    # a prefix of more than 131 bytes: star and ustar readers take different names
     with pytest.raises(VerificationError, match="uses the name prefix field"):
-        read(tar_of(entry("d" * 120 + "/model.gguf"), fmt=tarfile.USTAR_FORMAT), "d" * 120 + "/model.gguf")
+        read(tar_of(entry("d" * 140 + "/model.gguf"), fmt=tarfile.USTAR_FORMAT), "d" * 140 + "/model.gguf")
+    # bytes hidden after the prefix's end, which readers that stop at the NUL never see
+    hidden = bytearray(tar_of(entry("d" * 120 + "/model.gguf"), fmt=tarfile.USTAR_FORMAT))
+    hidden[345 + 121 : 345 + 124] = b"evl"
+    hidden[148:156] = b"%06o\0 " % (sum(hidden[:148]) + 256 + sum(hidden[156:512]))
+    with pytest.raises(VerificationError, match="uses the name prefix field"):
+        read(bytes(hidden), "d" * 120 + "/model.gguf")
+
+
+def test_a_long_name_in_the_ustar_prefix_as_go_writes_it_is_read() -> None:
+    """Go's archive/tar (oras, KitOps, modctl, containerd) puts a path of 101 to 255 bytes in the
+    ustar prefix and name fields, not a PAX header; within 131 bytes of prefix every reader agrees."""
+    path = "d" * 120 + "/model.gguf"
+    blob = tar_of(entry(path), fmt=tarfile.USTAR_FORMAT)
+    assert blob[345:465] == b"d" * 120 and blob[:10] == b"model.gguf"  # the prefix field holds it
+    assert read(blob, path) == LayerFile(path, len(DATA), hashlib.sha256(DATA).hexdigest())
     unicode_size = tar_of(entry("model.gguf", size="²"))  # "²".isdigit() is True
     with pytest.raises(VerificationError, match="the PAX size is not a decimal number"):
         read(unicode_size)

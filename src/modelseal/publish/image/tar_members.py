@@ -6,8 +6,12 @@ the source at the entry's data. It refuses what an unpacker could read two
 ways: a PAX record other than the path, size, times and owners
 (``GNU.sparse.*`` would change the bytes served, ``linkpath`` or
 ``SCHILY.xattr.*`` what they are), a second or global PAX header, GNU long
-names, the ustar name prefix (star reads 131 bytes of it, ustar 155: two
-readers, two names), a header that is not POSIX ustar, a bad checksum,
+names, a ustar name prefix that readers could take two ways (star reads 131
+bytes of it and then times, ustar 155: a prefix longer than 131 bytes, or any
+byte after those 131, is refused; within them, as Go's archive/tar writes a
+path of 101 to 132 bytes, or a longer one whose directories take at most 131,
+every reader takes the same name), a header that is
+not POSIX ustar, a bad checksum,
 base-256 numbers, non-zero padding, links, devices and FIFOs.
 
 :class:`Paths` holds the rules for where the entries of one layer may be
@@ -70,10 +74,12 @@ def _header(block: bytes, refuse: Refuse) -> tuple[bytes, bytes, int]:
         raise refuse("a tar header's checksum does not match")
     if block[257:265] != b"ustar\x0000":
         raise refuse("a tar header is not POSIX ustar")
-    if any(block[345:]):
+    name = block[:100].split(b"\0", 1)[0]
+    prefix, _, hidden = block[345:476].partition(b"\0")
+    if any(block[476:]) or any(hidden) or (prefix and not name):
         # ustar reads 155 bytes of prefix there, star 131 and then times: two readers, two names
-        raise refuse("a tar header uses the name prefix field (a long name goes in a PAX path)")
-    return block[156:157], block[:100].split(b"\0", 1)[0], _octal(block[124:136], "size", refuse)
+        raise refuse("a tar header uses the name prefix field beyond the 131 bytes every reader takes")
+    return block[156:157], prefix + b"/" + name if prefix else name, _octal(block[124:136], "size", refuse)
 
 
 def _pax_records(data: bytes, refuse: Refuse) -> dict[str, str]:
