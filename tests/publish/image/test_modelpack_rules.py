@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -115,3 +116,13 @@ def test_a_hostile_key_is_named_in_one_short_printable_line() -> None:
             "x: the ModelPack config is not valid against the spec's schema: descriptor."
         )
         assert message.endswith(": Extra inputs are not permitted")
+
+
+def test_a_long_escaped_key_is_cut_between_escapes() -> None:
+    """The cut key ends on a whole escape: ``\\x0`` cut from ``\\x01`` would name another key."""
+    doc = {**VALID, "descriptor": {"\x01" * 60: "x"}}
+    with pytest.raises(RegistryError) as refused:
+        parse_config(json.dumps(doc).encode(), "x")
+    assert re.search(
+        r"schema: descriptor\.(?:\\x01)+\.\.\. \([0-9]+ more characters\): Extra", str(refused.value)
+    )

@@ -36,7 +36,7 @@ from pydantic import (
 from modelseal.attest.dsse import gojson
 from modelseal.errors import RegistryError
 from modelseal.publish.image.layout import canonical_json
-from modelseal.text import printable
+from modelseal.text import one_line
 
 __all__ = ["ModelConfig", "ModelDescriptor", "ModelFS", "ModelPackConfig", "build_config", "parse_config"]
 
@@ -161,8 +161,8 @@ def parse_config(body: bytes, where: str) -> ModelPackConfig:
         raise RegistryError(f"{where}: the ModelPack config is not JSON: {e}") from None
     except ValidationError as e:
         first = e.errors()[0]
-        field = printable(".".join(str(p) for p in first["loc"]) or "(top)")  # the registry's keys
-        field = field if len(field) <= MAX_FIELD_SHOWN else field[: MAX_FIELD_SHOWN - 3] + "..."
+        # the registry's keys, escaped and cut between escapes
+        field = one_line(".".join(str(p) for p in first["loc"]) or "(top)", MAX_FIELD_SHOWN)
         raise RegistryError(
             f"{where}: the ModelPack config is not valid against the spec's schema: {field}: {first['msg']}"
         ) from None

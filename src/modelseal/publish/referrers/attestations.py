@@ -143,9 +143,8 @@ def sign_image(
     if predicate_type is None and read_layers:
         served = served_layers(client, info)  # raises unless every layer's bytes agree with its annotations
         if info.get("format") == "modelpack":
-            info = served_info(
-                info, served
-            )  # another tool's tar layers record no digest, or hold a directory
+            # another tool's tar layers record no digest, or hold a directory: as their bytes were read
+            info = served_info(info, served)
     name = f"{ref.registry}/{ref.repository}"
     kind = predicate_type or IMAGE_PREDICATE_TYPE
     body = (
