@@ -355,3 +355,19 @@ def test_the_subject_is_read_with_one_manifest_get_of_a_tag(registry: Registry, 
     assert asked == ["v1"]  # the tag resolved once, its digest not fetched again
     assert subject.digest == info["digest"] == ref.digest == "sha256:" + hashlib.sha256(body).hexdigest()
     assert (subject.media_type, subject.size) == (layout.MEDIA_MANIFEST, len(body))
+
+
+def test_the_subject_media_type_is_the_checked_one_not_a_registry_header(
+    registry: Registry, tmp_path: Path
+) -> None:
+    ref = published(registry.host, tmp_path)
+    with client(registry.host) as c:
+        get = c.get_manifest
+
+        def mislabelled(reference: str, *args: Any, **kw: Any) -> Any:
+            got = get(reference, *args, **kw)
+            return None if got is None else (got[0], "text/html", got[2])  # a header no manifest has
+
+        c.get_manifest = mislabelled  # type: ignore[method-assign]
+        _, subject = read_subject(c, ref)
+    assert subject.media_type == layout.MEDIA_MANIFEST  # what the manifest says of itself, checked

@@ -102,7 +102,8 @@ def describe(client: RegistryClient, ref: ImageReference) -> dict[str, Any]:
 
 
 def describe_manifest(client: RegistryClient, ref: ImageReference) -> tuple[dict[str, Any], bytes, str]:
-    """:func:`describe`'s result, and the manifest's bytes and media type as that one GET read them.
+    """:func:`describe`'s result, and the manifest's bytes and media type as that one GET read them
+    (the media type checked: the manifest's own, which a registry's header may not contradict).
 
     Raises:
         RegistryError, VerificationError: as :func:`describe`.
@@ -148,7 +149,7 @@ def describe_manifest(client: RegistryClient, ref: ImageReference) -> tuple[dict
             **extra,
         },
         body,
-        str(media_type or kind),
+        str(kind),
     )
 
 
