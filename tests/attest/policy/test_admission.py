@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from modelseal.attest.policy.admission import Candidate, Outcome, judge_admission
+from modelseal.attest.policy.admission import MAX_MESSAGE, Candidate, Outcome, judge_admission
 from modelseal.attest.policy.admission_policy import AdmissionPolicy, load_any_policy
 from modelseal.attest.policy.trust import TrustPolicy
 from modelseal.attest.signing.private_keys import SigningKey, generate_key, write_key_pair
@@ -342,3 +342,16 @@ LEGACY = (
     'statement type "https://in-toto.io/Statement/v0.1" is a legacy in-toto version;'
     " only https://in-toto.io/Statement/v1 is accepted"
 )
+
+
+def test_a_long_requirement_message_is_cut_between_escapes(keys: dict[str, Any]) -> None:
+    """Control characters are escaped before the cut, and the cut never splits an escape."""
+    kind = "https://example.com/" + "\\x01" * 150  # YAML's escape: each is one control character
+    result = judge(policy(keys, "apiVersion: modelseal.dev/v1\nkind: AdmissionPolicy\nrequire:\n"
+                                f'  - name: odd\n    predicateType: "{kind}"\n'
+                                "    trust: {keys: [{file: release.pub}]}\n"))  # fmt: skip
+    message = result.verdict.message
+    cut = message.split('requirement "odd" missing: ', 1)[1]
+    kept, _, rest = cut.rpartition("... (")
+    assert rest.endswith(" more characters)") and len(cut) <= MAX_MESSAGE, cut
+    assert kept.endswith("\\x01"), kept[-12:]  # ends after a whole escape, not inside one

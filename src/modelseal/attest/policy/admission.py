@@ -33,7 +33,7 @@ from modelseal.attest.socair.issue_time import parse_rfc3339
 from modelseal.attest.socair.verifier import ExpectedDigest
 from modelseal.attest.verdict import Reason, Verdict
 from modelseal.errors import Error
-from modelseal.text import printable
+from modelseal.text import clip, printable
 
 __all__ = ["AdmissionResult", "Candidate", "Outcome", "RequirementResult", "judge_admission"]
 
@@ -228,7 +228,7 @@ def _result(
 
 
 def _shortened(text: str) -> str:
-    return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 3] + "..."
+    return text if len(text) <= MAX_MESSAGE else clip(text, MAX_MESSAGE - 32)  # never inside an escape
 
 
 def _verdict(

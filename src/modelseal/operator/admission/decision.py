@@ -42,7 +42,7 @@ from modelseal.operator.admission.served_weights import (
     lora_adapter_weights,
 )
 from modelseal.operator.kube.names import is_subdomain
-from modelseal.text import printable
+from modelseal.text import clip, printable
 
 __all__ = [
     "ALLOW_WEIGHT_PATHS_FLAG",
@@ -168,7 +168,7 @@ def _listed(paths: tuple[WeightPath, ...]) -> str:
 
 
 def _cut(text: str) -> str:
-    return text if len(text) <= _MAX_MESSAGE else text[: _MAX_MESSAGE - 3] + "..."
+    return text if len(text) <= _MAX_MESSAGE else clip(text, _MAX_MESSAGE - 32)  # never inside an escape
 
 
 def decide(
