@@ -2,7 +2,7 @@
 # A Kubernetes control plane on loopback, for the real-cluster tests (tests/cluster) and for trying
 # the operator by hand: etcd, kube-apiserver and kube-controller-manager, built from their Go
 # modules at the releases pinned in scripts/cluster/*/go.mod (go.sum checks every byte) and cached
-# outside the repository.
+# outside the repository, and LLMKube's controller manager beside them.
 #
 #   bash scripts/cluster.sh up DIR      build on first use, start, write DIR/kubeconfig (admin)
 #   bash scripts/cluster.sh down DIR    stop what `up DIR` started, by the PIDs it recorded
@@ -12,25 +12,33 @@
 # There is no kubelet, scheduler or kube-proxy: Pods are created, admitted and owned as on any
 # cluster, but nothing runs them (the tests play the kubelet where they need one).
 #
-# LLMKube's controller and CRDs are meant to run beside it, from github.com/defilantech/llmkube.
-# The Go module proxy refuses that module; `up` asks it every time and prints its answer in one
-# line, then goes on with the control plane alone (tests/cluster/README.md says what stands in).
+# The envtest convention: when KUBEBUILDER_ASSETS names a folder holding `etcd` and
+# `kube-apiserver` (controller-runtime's setup-envtest layout), those are used and not built;
+# so is a `kube-controller-manager` beside them, and only when there is none is it built.
+#
+# LLMKube's manager (`go build ./cmd/` of github.com/defilantech/llmkube at LLMKUBE_VERSION) is
+# built from the Go module when the proxy serves it; otherwise from the source tree or `git
+# archive` tarball MODELSEAL_LLMKUBE_SOURCE names, cached under the archive's SHA-256. Its CRDs
+# (config/crd/bases) are kept beside the binary.
 #
 # Needs Go 1.26 (and the Go module proxy) to build; openssl, curl, python3 and flock to run.
 # Environment: MODELSEAL_CLUSTER_CACHE (default ${XDG_CACHE_HOME:-$HOME/.cache}/modelseal/cluster),
-# GO (the go command; default: go on PATH, else /usr/local/go/bin/go).
+# GO (the go command; default: go on PATH, else /usr/local/go/bin/go), KUBEBUILDER_ASSETS,
+# MODELSEAL_LLMKUBE_SOURCE.
 set -euo pipefail
 
 K8S_VERSION=v1.36.3
 ETCD_VERSION=v3.6.8
 LLMKUBE_MODULE=github.com/defilantech/llmkube
-LLMKUBE_VERSION=v0.9.9
+LLMKUBE_VERSION=v0.9.19
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CACHE=${MODELSEAL_CLUSTER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/modelseal/cluster}
 BUILD=$CACHE/kubernetes-$K8S_VERSION-etcd-$ETCD_VERSION
 BIN=$BUILD/bin
 STARTED=$SECONDS
+# where each component's binary is (build() fills it in: the cache, or KUBEBUILDER_ASSETS)
+declare -A EXE=()
 
 step() { printf '[cluster %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 die() { printf 'cluster.sh: %s\n' "$*" >&2; exit 1; }
@@ -60,59 +68,152 @@ built() {
     && [ "$(cat "$BUILD/stamp" 2>/dev/null)" = "$STAMP" ]
 }
 
+# KUBEBUILDER_ASSETS, when it names etcd and kube-apiserver: print the folder, else nothing.
+envtest_assets() {
+  local assets=${KUBEBUILDER_ASSETS:-}
+  [ -n "$assets" ] && [ -x "$assets/etcd" ] && [ -x "$assets/kube-apiserver" ] && (cd "$assets" && pwd)
+  return 0
+}
+
+# $1 packages to build into $BIN ("all", or "kcm" for kube-controller-manager alone)
+build_kubernetes() {
+  local which=$1 work begun packages
+  begun=$SECONDS
+  mkdir -p "$BUILD"
+  work=$(mktemp -d "$BUILD/build.XXXXXX")
+  cp -r "$ROOT/scripts/cluster/kubernetes" "$ROOT/scripts/cluster/etcd" "$work/"
+  packages=(k8s.io/kubernetes/cmd/kube-controller-manager)
+  [ "$which" = kcm ] || packages=(k8s.io/kubernetes/cmd/kube-apiserver "${packages[@]}")
+  step "go build ${packages[*]}"
+  (cd "$work/kubernetes" && nice -n 10 "$GO" build -ldflags="$K8S_LDFLAGS" -o "$work/bin/" "${packages[@]}") \
+    || { rm -rf "$work"; die "building Kubernetes $K8S_VERSION failed (above)"; }
+  if [ "$which" = all ]; then
+    step "go build go.etcd.io/etcd/server/v3 (the etcd command)"
+    (cd "$work/etcd" && nice -n 10 "$GO" build -o "$work/bin/etcd" go.etcd.io/etcd/server/v3) \
+      || { rm -rf "$work"; die "building etcd $ETCD_VERSION failed (above)"; }
+    echo $((SECONDS - begun)) > "$BUILD/build-seconds"
+    rm -rf "$BIN"
+    mv "$work/bin" "$BIN"
+    echo "$STAMP" > "$BUILD/stamp"
+  else
+    mkdir -p "$BUILD/kcm"
+    mv "$work/bin/kube-controller-manager" "$BUILD/kcm/kube-controller-manager"
+    echo "$STAMP" > "$BUILD/kcm/stamp"
+  fi
+  rm -rf "$work"
+  step "built in $((SECONDS - begun))s"
+}
+
+control_plane() {
+  local assets
+  assets=$(envtest_assets)
+  if [ -n "$assets" ]; then
+    EXE[etcd]=$assets/etcd
+    EXE[kube-apiserver]=$assets/kube-apiserver
+    step "KUBEBUILDER_ASSETS: etcd and kube-apiserver from $assets ($("$assets/kube-apiserver" --version 2>/dev/null || echo "version unknown"))"
+    if [ -x "$assets/kube-controller-manager" ]; then
+      EXE[kube-controller-manager]=$assets/kube-controller-manager
+      step "KUBEBUILDER_ASSETS: kube-controller-manager from there too; nothing of the control plane is built"
+      return 0
+    fi
+    if [ -x "$BUILD/kcm/kube-controller-manager" ] && [ "$(cat "$BUILD/kcm/stamp" 2>/dev/null)" = "$STAMP" ]; then
+      step "kube-controller-manager $K8S_VERSION: $BUILD/kcm (cached; envtest's layout has none)"
+    elif [ -x "$BIN/kube-controller-manager" ] && built; then
+      EXE[kube-controller-manager]=$BIN/kube-controller-manager
+      return 0
+    else
+      find_go
+      step "KUBEBUILDER_ASSETS has no kube-controller-manager: building it alone ($K8S_VERSION)"
+      build_kubernetes kcm
+    fi
+    EXE[kube-controller-manager]=$BUILD/kcm/kube-controller-manager
+    return 0
+  fi
+  if built; then
+    step "control plane: $BIN (cached; building it took $(cat "$BUILD/build-seconds" 2>/dev/null || echo "?")s)"
+  else
+    find_go
+    step "building Kubernetes $K8S_VERSION and etcd $ETCD_VERSION with $("$GO" version | cut -d' ' -f3) (first use: this takes a while)"
+    build_kubernetes all
+  fi
+  EXE[etcd]=$BIN/etcd
+  EXE[kube-apiserver]=$BIN/kube-apiserver
+  EXE[kube-controller-manager]=$BIN/kube-controller-manager
+}
+
+# LLMKube's source: the module's folder (the proxy serves it), or MODELSEAL_LLMKUBE_SOURCE's.
+# Sets LLMKUBE_KEY (what the cache is keyed by) and LLMKUBE_FROM (what to say).
+llmkube_source() {
+  local scratch out source=${MODELSEAL_LLMKUBE_SOURCE:-}
+  scratch=$(mktemp -d)
+  if out=$(cd "$scratch" && GOFLAGS=-mod=mod "$GO" mod download -json "$LLMKUBE_MODULE@$LLMKUBE_VERSION" 2>&1); then
+    rm -rf "$scratch"
+    LLMKUBE_SRC=$(printf '%s\n' "$out" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p' | head -n 1)
+    LLMKUBE_KEY=module
+    LLMKUBE_FROM="the Go module $LLMKUBE_MODULE@$LLMKUBE_VERSION"
+    return 0
+  fi
+  rm -rf "$scratch"
+  local error
+  error=$(printf '%s\n' "$out" | sed -n 's/^[[:space:]]*"Error": "\(.*\)",\{0,1\}$/\1/p' | head -n 1)
+  [ -n "$error" ] || error=$(printf '%s\n' "$out" | tr '\n' ' ')
+  error=$(printf '%b' "$error" | tr '\n\t' '  ' | tr -s ' ')
+  [ -n "$source" ] || die "LLMKube: the Go module proxy refused $LLMKUBE_MODULE@$LLMKUBE_VERSION ($error); set MODELSEAL_LLMKUBE_SOURCE to its source tree or its release archive (git archive of the tag)"
+  [ -e "$source" ] || die "MODELSEAL_LLMKUBE_SOURCE=$source does not exist"
+  step "LLMKube: the Go module proxy refused $LLMKUBE_MODULE@$LLMKUBE_VERSION; using $source"
+  if [ -d "$source" ]; then
+    LLMKUBE_SRC=$(cd "$source" && pwd)
+    LLMKUBE_KEY=tree-$(cd "$source" && find . -type f -not -path './.git/*' -print0 | LC_ALL=C sort -z \
+      | xargs -0 sha256sum | sha256sum | cut -c1-16)
+  else
+    LLMKUBE_SRC=
+    LLMKUBE_KEY=$(sha256sum < "$source" | cut -c1-16)
+  fi
+  LLMKUBE_FROM=$source
+}
+
+# LLMKube's manager and CRDs, built on first use: sets LLMKUBE_DIR (bin/manager, crd/*.yaml).
+build_llmkube() {
+  find_go
+  llmkube_source
+  LLMKUBE_DIR=$CACHE/llmkube-$LLMKUBE_VERSION-$LLMKUBE_KEY
+  if [ -x "$LLMKUBE_DIR/bin/manager" ] && [ -f "$LLMKUBE_DIR/crd/inference.llmkube.dev_models.yaml" ]; then
+    step "LLMKube $LLMKUBE_VERSION manager: $LLMKUBE_DIR (cached; building it took $(cat "$LLMKUBE_DIR/build-seconds" 2>/dev/null || echo "?")s)"
+    return 0
+  fi
+  local begun=$SECONDS work src
+  mkdir -p "$CACHE"
+  work=$(mktemp -d "$CACHE/llmkube-build.XXXXXX")
+  src=$LLMKUBE_SRC
+  if [ -z "$src" ]; then  # an archive: unpack it
+    tar -xzf "$MODELSEAL_LLMKUBE_SOURCE" -C "$work"
+    src=$(find "$work" -mindepth 1 -maxdepth 2 -name go.mod -printf '%h\n' | head -n 1)
+    [ -n "$src" ] || { rm -rf "$work"; die "$MODELSEAL_LLMKUBE_SOURCE holds no go.mod"; }
+  fi
+  step "building LLMKube $LLMKUBE_VERSION's manager (go build ./cmd/) from $LLMKUBE_FROM (first use: minutes)"
+  (cd "$src" && GOFLAGS=-buildvcs=false nice -n 10 "$GO" build -mod=readonly -o "$work/out/bin/manager" ./cmd/) \
+    || { rm -rf "$work"; die "building LLMKube's manager failed (above)"; }
+  mkdir -p "$work/out/crd"
+  cp "$src"/config/crd/bases/*.yaml "$work/out/crd/"
+  echo $((SECONDS - begun)) > "$work/out/build-seconds"
+  rm -rf "$LLMKUBE_DIR"
+  mv "$work/out" "$LLMKUBE_DIR"
+  rm -rf "$work"
+  step "built LLMKube's manager in $((SECONDS - begun))s: $LLMKUBE_DIR"
+}
+
 build() {
+  local begun=$SECONDS
   mkdir -p "$CACHE"
   exec 9>"$CACHE/build.lock"
   if ! flock -n 9; then
     step "another build holds $CACHE/build.lock: waiting for it"
     flock 9
   fi
-  if built; then
-    step "binaries: $BIN (cached; building them took $(cat "$BUILD/build-seconds" 2>/dev/null || echo "?")s)"
-    exec 9>&-  # unlocks; the daemons started later do not inherit it
-    return 0
-  fi
-  find_go
-  step "building Kubernetes $K8S_VERSION and etcd $ETCD_VERSION with $("$GO" version | cut -d' ' -f3) (first use: this takes a while)"
-  local work begun
-  begun=$SECONDS
-  mkdir -p "$BUILD"
-  work=$(mktemp -d "$BUILD/build.XXXXXX")
-  cp -r "$ROOT/scripts/cluster/kubernetes" "$ROOT/scripts/cluster/etcd" "$work/"
-  step "go build k8s.io/kubernetes/cmd/kube-apiserver, cmd/kube-controller-manager"
-  (cd "$work/kubernetes" && nice -n 10 "$GO" build -ldflags="$K8S_LDFLAGS" -o "$work/bin/" \
-    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager) \
-    || { rm -rf "$work"; die "building Kubernetes $K8S_VERSION failed (above)"; }
-  step "go build go.etcd.io/etcd/server/v3 (the etcd command)"
-  (cd "$work/etcd" && nice -n 10 "$GO" build -o "$work/bin/etcd" go.etcd.io/etcd/server/v3) \
-    || { rm -rf "$work"; die "building etcd $ETCD_VERSION failed (above)"; }
-  echo $((SECONDS - begun)) > "$BUILD/build-seconds"
-  rm -rf "$BIN"
-  mv "$work/bin" "$BIN"
-  echo "$STAMP" > "$BUILD/stamp"
-  rm -rf "$work"
-  step "built in $((SECONDS - begun))s: $BIN"
-  exec 9>&-
-}
-
-# LLMKube from its Go module: ask the proxy for the pinned release and say in one line what it answered.
-llmkube() {
-  find_go
-  local scratch out
-  scratch=$(mktemp -d)
-  if out=$(cd "$scratch" && GOFLAGS=-mod=mod "$GO" mod download -json "$LLMKUBE_MODULE@$LLMKUBE_VERSION" 2>&1); then
-    rm -rf "$scratch"
-    step "LLMKube: $LLMKUBE_MODULE@$LLMKUBE_VERSION is served by the proxy now, but this script does not build it yet: running the control plane alone (see tests/cluster/README.md)"
-    return 0
-  fi
-  rm -rf "$scratch"
-  # go mod download -json reports the failure in its JSON's "Error" field; otherwise on stderr
-  local error
-  error=$(printf '%s\n' "$out" | sed -n 's/^[[:space:]]*"Error": "\(.*\)",\{0,1\}$/\1/p' | head -n 1)
-  [ -n "$error" ] || error=$(printf '%s\n' "$out" | tr '\n' ' ')
-  error=$(printf '%b' "$error" | tr '\n\t' '  ' | tr -s ' ')
-  printf '%s\n' "$error" > "$DIR/llmkube-refused.txt"
-  step "LLMKube: the Go module proxy refused $LLMKUBE_MODULE@$LLMKUBE_VERSION ($error); without its controller and CRDs, going on with the control plane alone"
+  control_plane
+  build_llmkube
+  exec 9>&-  # unlocks; the daemons started later do not inherit it
+  step "control plane and LLMKube ready in $((SECONDS - begun))s"
 }
 
 free_port() {
@@ -190,11 +291,12 @@ api() {  # curl as the admin: PATH [curl options]
     "$@" "https://127.0.0.1:$API_PORT$path"
 }
 
-start() {  # NAME ARGS...: start $BIN/NAME in the background, logging to DIR/logs/NAME.log
+start() {  # NAME ARGS...: start ${EXE[NAME]} in the background, logging to DIR/logs/NAME.log
   local name=$1
   shift
   printf '%s\n' "$@" > "$DIR/$name.args"  # for restart
-  "$BIN/$name" "$@" >> "$DIR/logs/$name.log" 2>&1 < /dev/null &
+  readlink -f "${EXE[$name]}" > "$DIR/$name.exe"
+  "${EXE[$name]}" "$@" >> "$DIR/logs/$name.log" 2>&1 < /dev/null &
   echo $! > "$DIR/$name.pid"
 }
 
@@ -262,10 +364,8 @@ up() {
     || die "$DIR already has a running control plane: bash scripts/cluster.sh down $DIR first"
   mkdir -p "$DIR/logs"
   build
-  llmkube
   step "certificates: a CA of this cluster's own, serving and client certificates, service-account keys ($DIR/pki)"
   pki
-  echo "$BIN" > "$DIR/bin-dir"
   ETCD_PORT=$(free_port)
   PEER_PORT=$(free_port)
   API_PORT=$(free_port)
@@ -323,12 +423,11 @@ POLICY
 
 # Stop one component by the PID `up` recorded, only if that PID still runs the binary `up` started.
 stop_one() {
-  local name=$1 pid exe bin
+  local name=$1 pid exe
   [ -f "$DIR/$name.pid" ] || return 0
   pid=$(cat "$DIR/$name.pid")
-  bin=$(cat "$DIR/bin-dir" 2>/dev/null || echo "$BIN")
   exe=$(readlink "/proc/$pid/exe" 2>/dev/null || true)
-  if [ "$exe" = "$bin/$name" ]; then
+  if [ -n "$exe" ] && [ "$exe" = "$(cat "$DIR/$name.exe" 2>/dev/null)" ]; then
     kill -TERM "$pid" 2>/dev/null || true
     local deadline=$((SECONDS + 20))
     while kill -0 "$pid" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.1; done
@@ -343,7 +442,7 @@ restart() {
   local name=$1 args
   case $name in etcd | kube-apiserver | kube-controller-manager) ;; *) die "cannot restart $name" ;; esac
   [ -f "$DIR/$name.args" ] || die "$DIR has no $name that \`up\` started"
-  BIN=$(cat "$DIR/bin-dir")
+  EXE[$name]=$(cat "$DIR/$name.exe")
   PKI=$DIR/pki
   API_PORT=$(cat "$DIR/api-port")
   stop_one "$name"

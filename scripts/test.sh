@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Set up everything the tests need, then run every gate: ruff, mypy --strict,
-# the fixture check, the docs site (mkdocs --strict: a warning fails), and pytest (with the
-# real-cluster suite, tests/cluster, on a control plane scripts/cluster.sh builds, or on
-# $KUBECONFIG's cluster). Extra arguments go to pytest.
+# the fixture check, the docs site (mkdocs --strict: a warning fails), the Go builds (the control
+# plane, LLMKube's manager and the peers), and pytest (with the real-cluster suite, tests/cluster,
+# on a control plane scripts/cluster.sh builds, or on $KUBECONFIG's cluster). Extra arguments go
+# to pytest. MODELSEAL_LLMKUBE_SOURCE and MODELSEAL_PEER_SOURCES name the source archives of the
+# Go modules the proxy refuses (see scripts/cluster.sh and scripts/peers.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
@@ -17,12 +19,16 @@ echo "== fixtures are up to date"
 "$VENV/bin/python" testdata/generate.py --check
 echo "== docs site builds with warnings as errors"
 NO_MKDOCS_2_WARNING=1 "$VENV/bin/mkdocs" build --strict --quiet --site-dir "${TMPDIR:-/tmp}/modelseal-site"
+# Every Go program the tests run is built here, once, and cached outside the repository: no test
+# builds anything. On a new machine this is the longest step (tens of minutes on two cores).
+echo "== Go builds: the control plane and LLMKube's manager (scripts/cluster.sh build), the peers (scripts/peers.sh all)"
+go_begun=$SECONDS
 if [ -z "${KUBECONFIG:-}" ]; then
-  # tests/cluster starts a control plane of its own from these binaries (the first build takes
-  # many minutes; later runs find them in the cache)
-  echo "== the real-cluster suite's control plane (scripts/cluster.sh build)"
+  # tests/cluster starts a control plane of its own from these binaries, with LLMKube's manager
   bash scripts/cluster.sh build
 fi
+bash scripts/peers.sh all > /dev/null
+echo "Go builds ready in $((SECONDS - go_begun)) s"
 echo "== pytest"
 "$VENV/bin/python" -m pytest "$@"
 echo "== demo (README's first command) runs end to end"

@@ -29,7 +29,7 @@ from tests.publish.servers import Registry
 
 def cosign(tmp_path: Path, *argv: str, ok: bool = True) -> tuple[int, str]:
     """cosign with its home, TUF cache and (empty) key password under ``tmp_path``."""
-    binary = peer("cosign")  # built once, into the real home's cache
+    binary = peer("cosign")  # built by scripts/test.sh, in the real home's cache
     env = {
         **os.environ,
         "HOME": str(tmp_path / "home"),
