@@ -108,7 +108,7 @@ async def run(args: argparse.Namespace) -> None:
         refused = plane.folder / "llmkube-refused.txt" if plane.folder else None
         reason = refused.read_text().strip() if refused and refused.exists() else "not asked"
         print(f"LLMKube's controller beside it: not run ({reason})")
-        applied = apply_overlays(plane.kubeconfig, folder / "deploy")
+        applied = apply_overlays(plane.kubeconfig, folder / "deploy", llmkube=True)
         assert applied.applies["llmkube-own-cert"].returncode == 0, applied.applies["llmkube-own-cert"].stderr
         kubectl(
             plane.kubeconfig, "delete", "validatingwebhookconfiguration", "modelseal", "--ignore-not-found"
