@@ -295,10 +295,7 @@ async def test_a_disruption_budget_holds_running_pods_until_it_allows_their_evic
     await models.new_model("admitted", attestation="good")
     await models.until("admitted", condition_is(OURS, "True"))
     await serving.register()
-    # protectStartup (on by default) has LLMKube change the Pod template once the service is Ready
-    # (karpenter.sh/do-not-disrupt taken off), and so replace the Pods this test runs
-    await admin.create(services(namespace), inference_service(namespace, "svc", "admitted", replicas=2,
-                                                              disruption={"protectStartup": False}))  # fmt: skip
+    await admin.create(services(namespace), inference_service(namespace, "svc", "admitted", replicas=2))
     pods = await eventually(lambda: _serving_pods(admin, namespace), lambda found: len(found) == 2, timeout=90,
                             what="two serving Pods")  # fmt: skip
     for found in pods:
