@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -59,26 +60,58 @@ def _check_plane(plane: ControlPlane) -> None:
             _established(client, name)
 
 
-def _plane(folder: Path, *, llmkube: bool) -> Iterator[ControlPlane]:
+def _start(folder: Path, llmkube: bool) -> ControlPlane:
     plane = start_control_plane(folder, llmkube=llmkube)
-    try:
-        if not plane.own:
-            _check_plane(plane)
-        yield plane
-    finally:
-        plane.stop()
+    if not plane.own:
+        _check_plane(plane)
+    return plane
+
+
+_WANTED = pytest.StashKey[set[bool]]()
+
+
+@pytest.hookimpl(trylast=True)  # after -m and -k have deselected what they do
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Note which planes the selected tests run on (True: beside LLMKube), so that both start at once."""
+    config.stash[_WANTED] = {
+        item.get_closest_marker("standalone") is None for item in items if item.get_closest_marker("cluster")
+    }
 
 
 @pytest.fixture(scope="session")
-def llmkube_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+def _planes(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[bool, Future[ControlPlane]]]:
+    """The planes the selected tests need (True: beside LLMKube), started side by side when the
+    first is asked for; each is stopped at the end."""
+    wanted = request.config.stash.get(_WANTED, {True, False})
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        folders = {llmkube: tmp_path_factory.mktemp("llmkube-plane" if llmkube else "standalone-plane")
+                   for llmkube in wanted}  # fmt: skip
+        starts = {llmkube: pool.submit(_start, folder, llmkube) for llmkube, folder in folders.items()}
+        try:
+            yield starts
+        finally:
+            for start in starts.values():
+                if start.exception() is None:
+                    start.result().stop()
+
+
+def _plane(planes: dict[bool, Future[ControlPlane]], llmkube: bool) -> ControlPlane:
+    assert llmkube in planes, "a plane the collected tests did not ask for"
+    return planes[llmkube].result()
+
+
+@pytest.fixture(scope="session")
+def llmkube_plane(_planes: dict[bool, Future[ControlPlane]]) -> ControlPlane:
     """Beside LLMKube v0.9.19: its CRDs, PriorityClasses and controller manager (scripts/cluster.sh up)."""
-    yield from _plane(tmp_path_factory.mktemp("llmkube-plane"), llmkube=True)
+    return _plane(_planes, True)
 
 
 @pytest.fixture(scope="session")
-def standalone_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    """modelseal alone: deploy/crd's Model CRD, no LLMKube (started on first use)."""
-    yield from _plane(tmp_path_factory.mktemp("standalone-plane"), llmkube=False)
+def standalone_plane(_planes: dict[bool, Future[ControlPlane]]) -> ControlPlane:
+    """modelseal alone: deploy/crd's Model CRD, no LLMKube (scripts/cluster.sh up --without-llmkube)."""
+    return _plane(_planes, False)
 
 
 @pytest.fixture
