@@ -19,7 +19,11 @@
 # log tells its requests apart) with --leader-elect=false, its health probe and (plain HTTP)
 # metrics on free loopback ports (DIR/llmkube-metrics-port) and --allowed-remote-hosts=127.0.0.1
 # (its SSRF guard refuses loopback sources otherwise). `up` waits for its first reconcile: a probe
-# Model in llmkube-system that only its Model controller turns Ready; then deletes it.
+# Model in llmkube-system that only its Model controller turns Ready; then deletes it. Its own
+# webhooks (the chart's Model defaulter, failurePolicy Ignore, which only sets
+# spec.hardware.accelerator for GPU Models, and its ModelRouter validator) are not run: its
+# webhook server binds every interface (no flag sets the address), and servers here bind to
+# loopback only; without --webhook-cert-path the manager registers none.
 #
 # There is no kubelet, scheduler or kube-proxy: Pods are created, admitted and owned as on any
 # cluster, but nothing runs them (the tests play the kubelet where they need one).

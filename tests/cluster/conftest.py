@@ -164,9 +164,16 @@ async def namespace(admin: Kube) -> AsyncIterator[str]:
 
 
 @pytest.fixture
-def models(admin: Kube, namespace: str, control_plane: ControlPlane) -> Models:
+def models(admin: Kube, namespace: str, control_plane: ControlPlane) -> Iterator[Models]:
     """Models in the test's namespace, naming their attestation as the plane's Model CRD keeps it."""
-    return Models(admin, namespace, reference=reference_for(control_plane.llmkube))
+    yield Models(admin, namespace, reference=reference_for(control_plane.llmkube))
+    if control_plane.llmkube and control_plane.own:  # shown by pytest for a failed test only
+        log = control_plane.log("llmkube")
+        lines = [line for line in log.read_text(errors="replace").splitlines() if namespace in line]
+        print(
+            f"--- {log}, the lines about {namespace} (the end)\n"
+            + "\n".join(line[:400] for line in lines[-40:])
+        )
 
 
 @pytest.fixture
