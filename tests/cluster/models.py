@@ -33,6 +33,7 @@ __all__ = [
     "condition",
     "condition_is",
     "enforce",
+    "merged",
     "reference_for",
     "socair_envelope",
     "spec_reference",

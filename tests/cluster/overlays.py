@@ -89,6 +89,7 @@ def apply_overlays(kubeconfig: Path, scratch: Path, *, llmkube: bool) -> Applied
         if beside and not llmkube:
             continue  # the overlays beside LLMKube: rendered only where it is absent
         applied.dry_runs[name] = kubectl(kubeconfig, "apply", "--dry-run=server", "-k", str(folder))
-        if applied.dry_runs[name].returncode == 0 and beside is llmkube:  # standalone: a dry run only
+        # beside LLMKube, standalone is only dry-run: its Model CRD would replace LLMKube's
+        if applied.dry_runs[name].returncode == 0 and beside is llmkube:
             applied.applies[name] = kubectl(kubeconfig, "apply", "-k", str(folder))
     return applied

@@ -74,11 +74,8 @@ def _as_written(model: dict[str, Any], phase_: str, theirs: tuple[str, str, str]
         wrong.append(f"{name}: {OURS} {verdict.get('status')} {verdict.get('message')!r}, not False {ours!r}")
     if verdict.get("observedGeneration") != model["metadata"]["generation"]:
         wrong.append(f"{name}: the verdict is of generation {verdict.get('observedGeneration')}")
-    if {c["type"] for c in status.get("conditions") or []} & {
-        "AttestationVerified",
-        "modelseal.dev/Degraded",
-    }:
-        wrong.append(f"{name}: a condition of modelseal's without its prefix")
+    if "AttestationVerified" in {c["type"] for c in status.get("conditions") or []}:
+        wrong.append(f"{name}: modelseal's verdict without its prefix")
     mine, llmkubes = owned(model, "modelseal"), owned(model, MANAGER)
     if "f:phase" in mine or "f:phase" not in llmkubes:
         wrong.append(f"{name}: status.phase owned by {'modelseal' if 'f:phase' in mine else 'nobody'}")
