@@ -133,7 +133,10 @@ def publish_cmd(args: argparse.Namespace) -> int:
         raise UsageError("--follow-symlinks goes with --from DIR")
     if args.attestation_file and not args.sign_key:
         raise UsageError("--attestation-file goes with --sign-key")
-    platform = Platform.parse(args.platform)
+    try:
+        platform = Platform.parse(args.platform)
+    except InputError as e:
+        raise UsageError(f"--platform: {e}") from None
     shape = _shape(args)
     signing_keys = _signing_keys(args.sign_key)  # a bad key fails before anything is pushed
     for flag, target in (("--result-file", args.result_file), ("--attestation-file", args.attestation_file)):

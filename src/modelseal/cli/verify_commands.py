@@ -26,16 +26,9 @@ if TYPE_CHECKING:
     from modelseal.attest.policy.trust import TrustPolicy
     from modelseal.attest.verdict import Mode, Verdict
 
-__all__ = ["VERIFY_USAGE", "add_verify", "verify_cmd"]
+__all__ = ["add_verify", "verify_cmd"]
 
 _HEX64 = re.compile(r"[0-9a-fA-F]{64}")
-VERIFY_USAGE = (
-    "usage: modelseal verify <attestation.dsse.json> (--trusted <key.pub|dir> | --store <path>"
-    " | --policy <file>) [--artifact <path> | --sha256 <hex>]\n"
-    "       modelseal verify [<attestation.dsse.json>] --image oci://<registry/repo@sha256:...> ...\n"
-    "       modelseal verify [<envelope> ...] (--image oci://... | --artifact <path> | --sha256 <hex>)"
-    " --policy <admission-policy.yaml>"
-)
 
 
 def add_verify(verify: argparse.ArgumentParser) -> None:
@@ -96,7 +89,9 @@ def _policy(args: argparse.Namespace) -> TrustPolicy | AdmissionPolicy:
     elif bundle_commands.authority_wanted(args):
         policy = TrustPolicy(Keyring())
     else:
-        raise UsageError("give --trusted, --store or --policy", usage=VERIFY_USAGE)
+        raise UsageError(
+            "say whom to trust: --trusted KEY.pub (or a folder of them), --store PATH or --policy FILE"
+        )
     max_age = None
     if args.max_age is not None:
         try:
@@ -129,7 +124,9 @@ def verify_cmd(args: argparse.Namespace) -> int:
             raise UsageError(f"--at {args.at!r} is not an RFC 3339 time")
         now = at
     if args.envelope is None and args.image is None:
-        raise UsageError("give the envelope to verify, or --image", usage=VERIFY_USAGE)
+        raise UsageError(
+            "give the envelope to verify, or --image oci://REGISTRY/REPO@sha256:... to judge what is attached"
+        )
     image = image_reference(args.image, "--image") if args.image is not None else None
     policy = _policy(args)
     if not isinstance(policy, TrustPolicy):
