@@ -109,7 +109,6 @@ def test_docker_config_credentials(cli: Run, basic_registry: Registry, tmp_path:
 @pytest.mark.parametrize(
     ("args", "code", "message"),
     [
-        (["--image", "oci://127.0.0.1:1/m:v1", "x"], 2, "drop the oci:// prefix"),
         (["--image", "127.0.0.1:1/m", "x"], 2, "give a tag to publish to"),
         (["--image", "m:v1", "x"], 2, "name the registry host first"),
         (["--image", "127.0.0.1:1/m:v1"], 2, "give the files to publish, or --from DIR"),

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from modelseal.cli import bundle_commands
-from modelseal.cli.image_commands import attest_image, is_image
+from modelseal.cli.image_commands import IMAGE_HELP, attest_image, is_image
 from modelseal.cli.progress import ProgressBar
 from modelseal.cli.registry_access import registry_options
 from modelseal.errors import InputError, KeyFileError, UsageError
@@ -77,7 +77,7 @@ def add_attest(attest: argparse.ArgumentParser) -> None:
         "paths",
         nargs="+",
         metavar="PATH",
-        help="files or model directories, or one oci://REGISTRY/REPO@DIGEST",
+        help=f"files or model directories, or one image: {IMAGE_HELP}",
     )
     attest.add_argument("--key", action="append", required=True, help="private key; repeat to co-sign")
     attest.add_argument(

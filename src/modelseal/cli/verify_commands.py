@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from modelseal.cli import bundle_commands
 from modelseal.cli.attest_commands import hash_path, skipped_json
-from modelseal.cli.image_commands import image_reference, verify_image_cmd
+from modelseal.cli.image_commands import IMAGE_HELP, image_reference, verify_image_cmd
 from modelseal.cli.registry_access import registry_options
 from modelseal.durations import parse_max_age
 from modelseal.errors import InputError, UsageError
@@ -51,8 +51,9 @@ def add_verify(verify: argparse.ArgumentParser) -> None:
     bind.add_argument("--sha256", metavar="HEX", help="the digest the attestation must be for")
     bind.add_argument(
         "--image",
-        metavar="oci://REF",
-        help="verify against this image's digest; without ENVELOPE, the attestations attached to it",
+        metavar="REF",
+        help="verify against this image's digest; without ENVELOPE, the attestations attached to it:"
+        f" {IMAGE_HELP}",
     )
     verify.add_argument("--allow-conditions", action="store_true", default=None,
                         help="admit authorized_with_conditions")  # fmt: skip
