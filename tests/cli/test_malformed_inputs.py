@@ -78,7 +78,7 @@ CASES = [
     Case("trusted key missing", 1, "no such file or directory", key=None),
     # Policy files
     Case("policy not YAML", 1, "not valid YAML", key=None, policy="keys: [\n"),
-    Case("policy unknown field", 1, "colour: Extra inputs are not permitted", key=None,
+    Case("policy unknown field", 1, "unknown key 'colour'", key=None,
          policy=POLICY_HEAD + "keys: [{file: k.pub}]\ncolour: red\n"),
     Case("policy wrong type", 1, "threshold: Input should be a valid integer", key=None,
          policy=POLICY_HEAD + "keys: [{file: k.pub}]\nthreshold: many\n"),
