@@ -32,6 +32,19 @@ def _key_pair(tmp: Path) -> list[object]:
     return ["key", "gen", "--out", tmp / "ci"]
 
 
+#: sockets the cases keep listening until the tests end
+_HELD: list[socket.socket] = []
+
+
+def _taken_port(tmp: Path) -> list[object]:
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    held.listen()
+    _HELD.append(held)
+    return ["operator", "run", "--metrics-port", "0", "--liveness", "",
+            f"--admission-webhook=127.0.0.1:{held.getsockname()[1]}"]  # fmt: skip
+
+
 def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -64,6 +77,7 @@ CASES: dict[int, dict[str, Case]] = {
         "registry unreachable": lambda tmp: [
             "publish", "--image", f"127.0.0.1:{_closed_port()}/m:v1", "--plain-http", SAMPLE / "config.json"],
         "a file that cannot be written": lambda tmp: ["key", "gen", "--out", tmp / "no-such-dir" / "k"],
+        "an address operator run would listen on is taken": _taken_port,
     },
 }  # fmt: skip
 
