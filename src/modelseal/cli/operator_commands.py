@@ -53,7 +53,7 @@ def add_operator(op: argparse.ArgumentParser) -> None:
         help="also admit authorized_with_conditions",
     )
     run.add_argument("--model-attestation-max-age", default="0", metavar="DURATION",
-                     help="refuse attestations issued longer ago (e.g. 2160h); 0 disables")  # fmt: skip
+                     help="refuse attestations issued longer ago (2160h, 90d); 0 disables")  # fmt: skip
     run.add_argument(
         "--model-attestation-policy",
         metavar="FILE|NS/NAME",

@@ -57,7 +57,9 @@ def add_verify(verify: argparse.ArgumentParser) -> None:
     )
     verify.add_argument("--allow-conditions", action="store_true", default=None,
                         help="admit authorized_with_conditions")  # fmt: skip
-    verify.add_argument("--max-age", metavar="DURATION", help="refuse reports issued longer ago (e.g. 2160h)")
+    verify.add_argument(
+        "--max-age", metavar="DURATION", help="refuse reports issued longer ago (e.g. 2160h or 90d)"
+    )
     verify.add_argument(
         "--strict", action="store_true", default=None, help="also recompute the document hash"
     )
