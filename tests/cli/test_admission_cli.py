@@ -72,7 +72,9 @@ def test_envelope_files_meet_every_requirement(cli: Run, tmp_path: Path) -> None
     assert r.code == 0, r.err
     lines = r.out.splitlines()
     assert lines[0] == "admitted: admission policy met: 2 requirement(s) by 2 attestation(s) judged"
+    # the columns line up (issue 31, point 10: they did not)
     assert lines[1] == f"  met  tagged-provenance  {SLSA}  by {prov} (signed by ci-builder)"
+    assert lines[2].startswith(f"  met  clean-ml-bom       {BOM}       by {bom} (signed by ")
     r = cli("verify", prov, bom, "--artifact", MODEL, "--policy", k["policy"], "--json")
     doc = json.loads(r.out)
     assert [(q["name"], q["outcome"]) for q in doc["requirements"]] == [

@@ -140,8 +140,14 @@ def _json(result: AdmissionResult) -> dict[str, Any]:
 
 
 def _text(result: AdmissionResult) -> str:
+    """The admitted requirements, one a line, their names and types in columns (issue 31, point 10)."""
     lines = [f"admitted: {result.verdict.message}"]
-    for r in result.requirements:
+    rows = [(printable(r.name), printable(r.predicate_type), r) for r in result.requirements]
+    # columns as wide as the widest entry, up to a limit: one long name does not push every line right
+    name_width = min(max((len(n) for n, _, _ in rows), default=0), 40)
+    type_width = min(max((len(t) for _, t, _ in rows), default=0), 60)
+    for name, predicate_type, r in rows:
         who = ", ".join(s["name"] or s["keyid"][:16] for s in r.signers)
-        lines.append(printable(f"  met  {r.name}  {r.predicate_type}  by {r.attestation} (signed by {who})"))
+        said = printable(f"by {r.attestation} (signed by {who})")
+        lines.append(f"  met  {name:<{name_width}}  {predicate_type:<{type_width}}  {said}")
     return "\n".join(lines)
