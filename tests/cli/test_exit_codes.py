@@ -82,6 +82,13 @@ CASES: dict[int, dict[str, Case]] = {
 }  # fmt: skip
 
 
+@pytest.fixture(autouse=True)
+def _release_held() -> Iterator[None]:
+    yield
+    while _HELD:
+        _HELD.pop().close()
+
+
 def _table() -> dict[int, str]:
     page = (ROOT / "docs" / "cli.md").read_text()
     section = page.split("\n## Exit codes\n", 1)[1].split("\n#", 1)[0]
