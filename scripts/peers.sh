@@ -84,6 +84,7 @@ from_module_or_archive() {
     say "$module@$release is served by the Go module proxy: building it from $top"
   else
     answer=$(printf '%s' "$answer" | sed -n 's/^[[:space:]]*"Error": "\(.*\)",\{0,1\}$/\1/p' | head -n 1)
+    answer=$(printf '%b' "$answer" | tr '\n\t' '  ' | tr -s ' ')
     if [ -z "$archive" ] || [ ! -f "$archive" ]; then
       rm -rf "$scratch"
       die "the Go module proxy refused $module@$release (${answer:-see go mod download}); set MODELSEAL_PEER_SOURCES to a folder holding ${ARCHIVE[$name]}-$release.tar.gz"
