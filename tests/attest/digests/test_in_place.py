@@ -236,3 +236,23 @@ def test_an_expected_file_replaced_or_gone_since_it_was_opened_is_refused(tmp_pa
     assert exact_refusal(tmp_path / "key", expected, "changed") == (
         f"{model}: changed while it was checked (no longer in {tmp_path}/key)"
     )
+
+
+def test_a_tree_too_large_or_too_deep_is_refused_before_it_is_all_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    expected = model_tree(tmp_path)  # key/ holds 4 entries: 2 files and 2 folders
+    monkeypatch.setattr(in_place, "MAX_ENTRIES", 4)
+    walk_exact(str(tmp_path / "key"), expected)
+    (tmp_path / "key" / "empty" / "more").mkdir()
+    assert (
+        exact_refusal(tmp_path / "key", expected, "unexpected")
+        == f"{tmp_path}/key: holds more than 4 entries"
+    )
+    monkeypatch.setattr(in_place, "MAX_ENTRIES", 100)
+    monkeypatch.setattr(in_place, "MAX_DEPTH", 2)
+    walk_exact(str(tmp_path / "key"), expected)  # key/empty/more: two deep
+    (tmp_path / "key" / "empty" / "more" / "deeper").mkdir()
+    assert exact_refusal(tmp_path / "key", expected, "unexpected") == (
+        f"{tmp_path}/key/empty/more/deeper: folders nested more than 2 deep in {tmp_path}/key"
+    )

@@ -19,7 +19,9 @@ and a write through it changes the bytes the runtime loads after the check.
 
 :func:`walk_exact` lists a tree that must hold exactly the expected files:
 any other file, symlink, FIFO, socket or device in it is refused;
-directories are walked (each reached again from ``/`` without symlinks).
+directories are walked (each reached again from ``/`` without symlinks), at
+most :data:`MAX_ENTRIES` entries and :data:`MAX_DEPTH` folders deep, so a
+tree someone filled cannot make the check run for long.
 
 Every problem is a :class:`FileRefusedError` whose ``reason`` is one of
 :data:`PROBLEMS` and whose message names the path as found (the CLI escapes
@@ -29,6 +31,7 @@ it).
 from __future__ import annotations
 
 import errno
+import itertools
 import os
 import stat
 from collections.abc import Mapping
@@ -37,11 +40,25 @@ from typing import NamedTuple
 from modelseal.errors import VerificationError
 from modelseal.files import not_regular
 
-__all__ = ["PROBLEMS", "FileRefusedError", "Opened", "identity", "open_file", "walk_exact"]
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_ENTRIES",
+    "PROBLEMS",
+    "FileRefusedError",
+    "Opened",
+    "identity",
+    "open_file",
+    "walk_exact",
+]
 
 #: the ``reason`` of a :class:`FileRefusedError`
 PROBLEMS = ("mismatch", "missing", "symlink", "not-regular", "hard-link", "size", "unexpected", "unreadable",
             "changed")  # fmt: skip
+
+#: the most entries (files and folders) an exact tree may hold, and how deep its folders may nest:
+#: a model's cache folder holds a few dozen, a few deep; a tree someone filled costs no more than this
+MAX_ENTRIES = 100_000
+MAX_DEPTH = 32
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
@@ -202,12 +219,15 @@ def _directory(path: str) -> int:
         os.close(dir_fd)
 
 
-def _entries(path: str) -> list[tuple[str, os.stat_result]]:
-    """The entries of the directory ``path`` by name, each with its ``lstat``."""
+def _entries(path: str, room: int, root: str) -> list[tuple[str, os.stat_result]]:
+    """The entries of the directory ``path`` by name, each with its ``lstat``; at most ``room``."""
     fd = _directory(path)
     try:
         with os.scandir(fd) as listing:
-            names = sorted(entry.name for entry in listing)
+            names = [entry.name for entry in itertools.islice(listing, room + 1)]
+        if len(names) > room:
+            raise FileRefusedError(root, "unexpected", f"holds more than {MAX_ENTRIES} entries")
+        names.sort()
         found = []
         for name in names:
             try:
@@ -233,18 +253,27 @@ def walk_exact(root: str, expected: Mapping[str, os.stat_result]) -> None:
 
     Raises:
         FileRefusedError: ``unexpected`` for any other entry (a file, a symlink,
-            a FIFO, a socket, a device), ``changed`` for an expected file
+            a FIFO, a socket, a device) and for a tree of more than
+            :data:`MAX_ENTRIES` entries or folders nested more than
+            :data:`MAX_DEPTH` deep, ``changed`` for an expected file
             replaced or gone since it was opened; or as :func:`open_file`
             for ``root`` and the directories under it.
     """
     seen: set[str] = set()
-    pending = [root]
+    pending, room = [(root, 0)], MAX_ENTRIES
     while pending:
-        directory = pending.pop()
-        entries = _entries(directory)
+        directory, depth = pending.pop()
+        entries = _entries(directory, room, root)
+        room -= len(entries)
         for name, st in reversed(entries):  # popped in name order
             if stat.S_ISDIR(st.st_mode):
-                pending.append(_join(directory, name))
+                if depth == MAX_DEPTH:
+                    raise FileRefusedError(
+                        _join(directory, name),
+                        "unexpected",
+                        f"folders nested more than {MAX_DEPTH} deep in {root}",
+                    )
+                pending.append((_join(directory, name), depth + 1))
         for name, st in entries:
             path = _join(directory, name)
             if stat.S_ISDIR(st.st_mode):
