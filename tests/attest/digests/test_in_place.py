@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 from collections.abc import Iterator
@@ -11,6 +12,7 @@ from types import FrameType
 
 import pytest
 
+from modelseal.attest.digests import expected as engine
 from modelseal.attest.digests import in_place
 from modelseal.attest.digests.in_place import FileRefusedError, identity, open_file, walk_exact
 
@@ -256,3 +258,10 @@ def test_a_tree_too_large_or_too_deep_is_refused_before_it_is_all_read(
     assert exact_refusal(tmp_path / "key", expected, "unexpected") == (
         f"{tmp_path}/key/empty/more/deeper: folders nested more than 2 deep in {tmp_path}/key"
     )
+
+
+def test_every_reason_a_refusal_gives_is_listed() -> None:
+    """Each ``reason`` a refusal gives is one of PROBLEMS, and each of those is given somewhere."""
+    sources = "".join(Path(m.__file__ or "").read_text() for m in (in_place, engine))
+    given = set(re.findall(r'FileRefusedError\(\s*[^,()]+(?:\([^()]*\))?,\s*"([a-z-]+)"', sources))
+    assert given == set(in_place.PROBLEMS)
