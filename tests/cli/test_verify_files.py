@@ -130,7 +130,9 @@ def test_a_usage_error_is_one_line_and_exit_2(cli: Run, args: tuple[str, ...], m
 def in_pod(*argv: str) -> subprocess.CompletedProcess[str]:
     """``argv`` as the init container runs: user 65534, no network, every file system read-only (a
     private mount namespace), nothing on standard input."""
-    read_only = "mount -o remount,bind,ro / && mount -o remount,bind,ro /dev/shm"
+    read_only = (
+        "mount -o remount,bind,ro / && { ! mountpoint -q /dev/shm || mount -o remount,bind,ro /dev/shm; }"
+    )
     drop = f"setpriv --reuid {NOBODY} --regid {NOBODY} --clear-groups --"
     return subprocess.run(
         ["unshare", "--mount", "--net", "--", "sh", "-c", f'{read_only} && exec {drop} "$@"', "sh", *argv],
