@@ -39,7 +39,10 @@ def looking(values: dict[str, Seen]) -> Any:
         ('a"b\\c\x1b', '"a\\"b\\\\c\\x1b"'),
         (b"\x00a", 'b"\\x00a"'),
         (datetime(2026, 1, 2, tzinfo=UTC), 'timestamp("2026-01-02T00:00:00Z")'),
-        (timedelta(hours=1), 'duration("3600s")'),
+        (timedelta(hours=1), 'duration("1h")'),
+        (timedelta(minutes=-90), 'duration("-90m")'),
+        (timedelta(seconds=61), 'duration("61s")'),
+        (timedelta(0), 'duration("0s")'),
         (timedelta(seconds=1.5), 'duration("1.5s")'),
         ([1, 2, 3, 4, 5, 6], "[1, 2, 3, 4, ... (6 items)]"),
         ({"b": 1, "a": [None]}, '{"a": [null], "b": 1}'),  # keys sorted: the same value says the same

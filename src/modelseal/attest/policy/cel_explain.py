@@ -4,7 +4,7 @@ A rule that is false says which of its top-level parts are false (``&&``:
 each false conjunct; ``||``: every disjunct), and for each comparison the
 values of its sides that are not literals: ``predicate.score (0.42) >= 0.9``;
 for a method call, its receiver's: ``predicate.ref ("refs/heads/main")
-.startsWith("refs/tags/")``. A rule that fails says in which part. The parts
+.startsWith("refs/tags/")``, also under a ``!``. A rule that fails says in which part. The parts
 are found by :mod:`modelseal.attest.policy.cel_source`; each is evaluated
 again over the same variables by ``look``, in the rule evaluator, under the
 same caps. Values are cut (:data:`MAX_VALUE` characters, lists and maps of
@@ -87,6 +87,10 @@ def _false_parts(source: str, look: Look, depth: int) -> list[str]:
 
 
 def _compared(text: str, look: Look) -> str:
+    if text.startswith("!") and relation(text) is None:  # "!x.exists(...)": what x held
+        inner = unwrap(text[1:])
+        said = _compared(inner, look)
+        return f"!{said}" if inner == text[1:].strip() else f"!({said})"
     if (found := relation(text)) is not None:
         left, operator, right = found
         return f"{_side(left, look)} {operator} {_side(right, look)}"
@@ -143,6 +147,17 @@ def friendly_error(error: str) -> str:
     return f"no {operator} for ({types}): a value has another type than the rule expects"
 
 
+def _duration(seconds: float) -> str:
+    """As a rule would write it, in the largest whole unit: ``2124h``, ``90m``, ``1.5s``."""
+    if not seconds.is_integer():
+        return f"{seconds}s"
+    whole = int(seconds)
+    for unit, size in (("h", 3600), ("m", 60)):
+        if whole and whole % size == 0:
+            return f"{whole // size}{unit}"
+    return f"{whole}s"
+
+
 def render(value: Any, limit: int = MAX_VALUE) -> str:
     """``value`` (a CEL value as cel-expr-python gives it) as CEL would write it, cut and escaped."""
     return cut(_render(value, limit), limit)
@@ -179,8 +194,7 @@ def _render(value: Any, limit: int) -> str:
     if isinstance(value, datetime):
         return f'timestamp("{value.isoformat().replace("+00:00", "Z")}")'
     if isinstance(value, timedelta):
-        seconds = value.total_seconds()
-        return f'duration("{int(seconds) if seconds.is_integer() else seconds}s")'
+        return f'duration("{_duration(value.total_seconds())}")'
     if hasattr(value, "is_message") and hasattr(value, "name"):  # a CEL type
         return f"type({printable(value.name().lower())})"
     if isinstance(value, list):
