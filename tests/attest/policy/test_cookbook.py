@@ -7,6 +7,7 @@ import json
 import re
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -143,7 +144,7 @@ def test_the_recipes_refuse_as_shown(cli: Run, tmp_path: Path) -> None:
 
 
 #: the rule and the predicate behind each message docs/admission-policy.md shows, by requirement name
-SHOWN = {
+SHOWN: dict[str, tuple[str, dict[str, Any]]] = {
     "scored": ("predicate.score >= 0.9", {"score": 0.42}),
     "tagged": ('predicate.buildDefinition.externalParameters.workflow.ref.startsWith("refs/tags/")',
                {"buildDefinition": {"externalParameters": {"workflow": {"ref": "refs/heads/main"}}}}),
