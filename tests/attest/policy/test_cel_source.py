@@ -107,6 +107,8 @@ def test_shown_is_one_line() -> None:
         ("size(subject) > 0", True),
         ("subject.size() == 1", True),
         ("subject[0].name", True),
+        ('(subject).exists(s, s == "x")', True),
+        ("size((subject)) == 1", True),
         ('subject.name == "m"', False),
         ('subject["name"] == "m"', False),
         ("subjects.exists(s, true)", False),

@@ -8,6 +8,9 @@ import subprocess
 import sys
 from typing import Any
 
+import pytest
+
+from modelseal.attest.policy import cel_worker
 from modelseal.attest.policy.cel_worker import EXIT_MEMORY
 
 MiB = 1024 * 1024
@@ -72,3 +75,13 @@ def test_its_cpu_time_is_capped_per_rule() -> None:
     done = run(limits(), limits(memory=1024 * MiB, cpu=1), {"rule": rule, "variables": costly})
     assert done.returncode == -signal.SIGXCPU
     assert done.stdout == '{"ready": true}\n'
+
+
+def test_a_rule_that_took_long_is_not_run_again_to_say_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    judge = cel_worker._Judge()  # in this process: no caps are set but by serve()
+    line = json.dumps({"rule": "predicate.n > 5 && predicate.n < 0", "variables": VARIABLES})
+    assert judge(line) == {"outcome": "false", "detail": "predicate.n (1) > 5; predicate.n (1) < 0"}
+    monkeypatch.setattr(cel_worker, "EXPLAIN_SECONDS", 0.0)  # every rule "took long"
+    assert judge(line) == {"outcome": "false", "detail": ""}
+    failing = json.dumps({"rule": "predicate.n > 5 || predicate.x == 1", "variables": VARIABLES})
+    assert judge(failing) == {"outcome": "error", "detail": 'Key not found in map : "x"'}

@@ -46,10 +46,11 @@ _LITERAL_TEXT = re.compile(
     rf"|\{{\s*(?:{_ENTRY}\s*(?:,\s*{_ENTRY}\s*)*,?)?\s*\}}"
 )
 #: ``subject`` the variable (not a field: ``predicate.subject``) used as a list: iterated, sized or indexed
+_BARE = r"(?<![\w.])(?:\(\s*)*subject(?:\s*\))*"  # the variable, in parentheses or not
 _OLD_SUBJECT = re.compile(
-    r"(?<![\w.])subject\s*\.\s*(?:all|exists|exists_one|map|filter|size)\s*\("
-    r"|(?<![\w.])size\s*\(\s*subject\s*\)"
-    r"|(?<![\w.])subject\s*\[\s*\d"
+    rf"{_BARE}\s*\.\s*(?:all|exists|exists_one|map|filter|size)\s*\("
+    rf"|(?<![\w.])size\s*\(\s*{_BARE}\s*\)"
+    rf"|{_BARE}\s*\[\s*\d"
 )
 _SUBJECT = re.compile(r"(?<![\w.])subject(?!\w)")
 

@@ -27,8 +27,10 @@ Protocol, one JSON document per line:
   its cap ends it with :data:`EXIT_MEMORY` (3).
 
 Limits: the caps above; :data:`MAX_COMPILED` compiled rules kept (by source)
-between rules; the parent reads at most 64 KiB of a line. It imports nothing
-of modelseal that is not pure text handling, so that it starts fast
+between rules; a rule that took :data:`EXPLAIN_SECONDS` or more is not
+explained (it would run again), and an explanation stops evaluating parts
+after that long; the parent reads at most 64 KiB of a line. It imports
+nothing of modelseal that is not pure text handling, so that it starts fast
 (about 0.1 s and 31 MiB of address space).
 """
 
@@ -38,6 +40,7 @@ import json
 import math
 import resource
 import sys
+import time
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
@@ -63,6 +66,8 @@ OUT_OF_MEMORY = "ran out of memory"
 #: the exit status when an input could not be read under the memory cap
 EXIT_MEMORY = 3
 _LARGE = 64  # a list or map of more items is shown by its size alone
+#: a rule is explained only if it took less than this, and its explanation takes about as long at most
+EXPLAIN_SECONDS = 0.25
 
 
 def declarations() -> dict[str, Any]:
@@ -120,25 +125,37 @@ class _Judge:
             data = {k: _time(v) if k in _TIMES else v for k, v in variables.items()}
             activation = self.env.Activation(data=data)
             self.expression(source)  # the parent compiled it: a rule that does not compile is nonsense
+            started = time.monotonic()
             seen = self.look(source, activation)
+            spent = time.monotonic() - started
         except MemoryError:
             return {"outcome": "error", "detail": OUT_OF_MEMORY}
         except Exception as e:  # a rule the parent compiled always compiles here; nonsense input
             return {"outcome": "error", "detail": printable(friendly_error(str(e) or type(e).__name__))}
+        explain = spent < EXPLAIN_SECONDS  # a rule that took long is not run again to say why
         if seen.kind == "bool":
-            detail = self.explained(why_false, source, activation) if not seen.truth else ""
+            detail = self.explained(why_false, source, activation) if explain and not seen.truth else ""
             return {"outcome": "true" if seen.truth else "false", "detail": detail}
         if seen.kind == "error" and seen.text == OUT_OF_MEMORY:
             return {"outcome": "error", "detail": OUT_OF_MEMORY}
         if seen.kind == "error":
-            detail = self.explained(why_failed, source, activation, seen.text)
+            detail = self.explained(why_failed, source, activation, seen.text) if explain else ""
             return {"outcome": "error", "detail": detail or printable(friendly_error(seen.text))}
         return {"outcome": "not_boolean", "detail": f"yields {seen.type}, not a bool"}
 
     def explained(self, how: Any, source: str, activation: Any, *more: str) -> str:
+        """What ``how`` says of ``source``, its parts evaluated again for :data:`EXPLAIN_SECONDS`
+        at most (and the one that runs then); "" past that, or out of memory."""
+        deadline = time.monotonic() + EXPLAIN_SECONDS
+
+        def look(text: str) -> Seen:
+            if time.monotonic() > deadline:
+                raise TimeoutError
+            return self.look(text, activation)
+
         try:
-            return str(how(source, lambda text: self.look(text, activation), *more))
-        except Exception:  # out of memory or time showing it: the outcome stands, unexplained
+            return str(how(source, look, *more))
+        except Exception:  # the outcome stands, unexplained
             return ""
 
     def look(self, source: str, activation: Any) -> Seen:

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from modelseal.attest.policy.cel_rules import RULE_SECONDS, Rule, RuleResult
-from modelseal.attest.policy.cel_worker import EXIT_MEMORY, VARIABLE_TYPES
+from modelseal.attest.policy.cel_worker import EXIT_MEMORY, OUT_OF_MEMORY, VARIABLE_TYPES
 from modelseal.attest.policy.memory_cap import (
     START_MEMORY,
     MemoryCap,
@@ -59,6 +59,7 @@ START_SECONDS = 10.0
 #: a child that maps this much more than it did at start is retired after its rule
 GROWN = 32 * MiB
 MAX_LINE = 64 * 1024
+NONSENSE = "the evaluator answered nonsense"
 _ALL: weakref.WeakSet[RuleWorker] = weakref.WeakSet()
 
 
@@ -208,7 +209,10 @@ class RuleWorker:
             status = self._retire()
             return RuleResult("error", _stopped(status, seconds, cap))
         result = _parse(answer)
-        if result.outcome == "error" and result.detail == "ran out of memory":
+        if result.detail == NONSENSE:  # what it says next may be out of step: start again
+            self._retire()
+            return result
+        if result.outcome == "error" and result.detail == OUT_OF_MEMORY:
             result = RuleResult("error", f"ran out of memory under the evaluator's cap of {cap.text}")
         if child.mapped() > child.mapped_at_start + self.grown:
             self._retire()
@@ -259,9 +263,9 @@ def _parse(line: bytes) -> RuleResult:
         doc = json.loads(line)
         outcome, detail = doc["outcome"], str(doc["detail"])
     except (ValueError, KeyError, TypeError):
-        return RuleResult("error", "the evaluator answered nonsense")
+        return RuleResult("error", NONSENSE)
     if outcome not in ("true", "false", "error", "not_boolean"):
-        return RuleResult("error", "the evaluator answered nonsense")
+        return RuleResult("error", NONSENSE)
     return RuleResult(outcome, detail)
 
 
