@@ -1,7 +1,7 @@
 """The rule evaluator a process keeps: one capped child for many judgements, shared by its threads.
 
-Starting the child (Python, then the CEL library) costs 0.1-0.3 s; the rules
-themselves take microseconds. So a :class:`RuleWorker` starts one
+Starting the child (Python, then the CEL library) costs 0.1-0.3 s; a rule
+takes well under a millisecond, its round trip through the pipes included. So a :class:`RuleWorker` starts one
 (:mod:`modelseal.attest.policy.cel_worker`) when a rule first needs it and
 keeps it: judging again starts no process. Rules go to it one at a time
 (the threads that judge wait their turn on a lock), each with its own caps:
@@ -228,7 +228,7 @@ class RuleWorker:
         ready = child.line(START_SECONDS) if child.send(limits, START_SECONDS) else None
         if ready != b'{"ready": true}':
             status = child.end()
-            why = "did not start within 10 s" if status is None else "could not start"
+            why = f"did not start within {START_SECONDS:g} s" if status is None else "could not start"
             return RuleResult("error", f"the rule evaluator {why}, capped at {cap.text}")
         child.mapped_at_start = child.mapped()
         self._child = child
