@@ -6,10 +6,11 @@ takes well under a millisecond, its round trip through the pipes included. So a 
 keeps it: judging again starts no process. Rules go to it one at a time
 (the threads that judge wait their turn on a lock), each with its own caps:
 
-- **time**: :data:`~modelseal.attest.policy.cel_rules.RULE_SECONDS` to take
-  the rule's input and as long to answer; past either the child is killed, the
-  rule is an error (``did not finish within 2 s``) and the next rule gets a new
-  child, as it does after a child that died;
+- **time**: :data:`~modelseal.attest.policy.cel_rules.RULE_SECONDS`, and a
+  second more for each :data:`INPUT_RATE` bytes of input (which the child reads
+  and decodes first), to take the rule's input and as long to answer; past
+  either the child is killed, the rule is an error (``did not finish within
+  2 s``) and the next rule gets a new child, as it does after a child that died;
 - **memory**: the child's address space is capped for each rule at what the
   container leaves (:mod:`modelseal.attest.policy.memory_cap`); below what the
   child needs to start, the rule is refused without one. A child that has
@@ -52,12 +53,14 @@ from modelseal.attest.policy.memory_cap import (
     resident,
 )
 
-__all__ = ["GROWN", "START_SECONDS", "RuleWorker", "evaluate_rules"]
+__all__ = ["GROWN", "INPUT_RATE", "START_SECONDS", "RuleWorker", "evaluate_rules"]
 
 #: time for the child to start (Python and the CEL library) before its first rule
 START_SECONDS = 10.0
 #: a child that maps this much more than it did at start is retired after its rule
 GROWN = 32 * MiB
+#: a rule's time grows by a second for each this many bytes of input, which the child decodes first
+INPUT_RATE = 4 * MiB
 MAX_LINE = 64 * 1024
 NONSENSE = "the evaluator answered nonsense"
 _ALL: weakref.WeakSet[RuleWorker] = weakref.WeakSet()
@@ -202,12 +205,13 @@ class RuleWorker:
         child = self._child or self._start(cap)
         if isinstance(child, RuleResult):
             return child
-        limits = json.dumps({"memory": cap.bytes, "cpu": seconds + 1}).encode() + b"\n"
-        sent = child.send(limits + line, seconds)
-        answer = child.line(seconds) if sent else None
+        allowed = round(seconds + len(line) / INPUT_RATE, 1)  # the child reads its input in that time too
+        limits = json.dumps({"memory": cap.bytes, "cpu": allowed + 1}).encode() + b"\n"
+        sent = child.send(limits + line, allowed)
+        answer = child.line(allowed) if sent else None
         if answer is None:
             status = self._retire()
-            return RuleResult("error", _stopped(status, seconds, cap))
+            return RuleResult("error", _stopped(status, allowed, cap))
         result = _parse(answer)
         if result.detail == NONSENSE:  # what it says next may be out of step: start again
             self._retire()
