@@ -92,7 +92,8 @@ def test_a_refusal_names_each_requirement_not_met_in_one_line(cli: Run, tmp_path
     assert (r.code, r.out) == (1, "")
     assert r.err == (
         "error: attestation not admitted by policy: 2 of 2 requirement(s) not met:"
-        f' requirement "tagged-provenance" rule_false: {branch}: its rule is false;'
+        f' requirement "tagged-provenance" rule_false: {branch}: its rule is false:'
+        ' predicate.buildDefinition.externalParameters.workflow.ref ("refs/heads/main").startsWith("refs/tags/");'
         ' requirement "clean-ml-bom" missing: no attestation of type https://cyclonedx.org/bom\n'
     )
     r = cli("verify", branch, "--artifact", MODEL, "--policy", k["policy"], "--json", "--mode", "warn")

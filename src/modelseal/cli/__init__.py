@@ -5,7 +5,7 @@ alone prints its help to stdout); for ``verify``: verified and admitted, or refu
 warn mode); 1 refused, failed verification or bad input; 2 usage error;
 3 operational failure (I/O, network, registry) or an internal error (a bug:
 one line, no traceback). ``verify`` follows socair and uses 1 for every
-failure that is not a usage error.
+failure that is not a usage error, and so does ``verify-files``.
 """
 
 from __future__ import annotations
@@ -87,6 +87,7 @@ _COMMANDS: tuple[tuple[str, str], ...] = (
     ("attest", "sign an in-toto Statement over files or an image (for CI)"),
     ("verify", "verify and admit an attestation (as socair verify)"),
     ("digest", "SHA-256 of a file, socair's digest of a directory"),
+    ("verify-files", "check files in place against SHA-256 digests (the serving Pod's init container)"),
     ("bom", "write a CycloneDX 1.6 ML-BOM for a model folder or image"),
     (
         "publish",
@@ -119,10 +120,10 @@ def _add_arguments(name: str, parser: argparse.ArgumentParser) -> None:
         from modelseal.cli.bom_commands import add_bom
 
         add_bom(parser)
-    elif name == "stage":
-        from modelseal.cli.stage_commands import add_stage
+    elif name in ("stage", "verify-files"):
+        from modelseal.cli.files_commands import add_stage, add_verify_files
 
-        add_stage(parser)
+        (add_stage if name == "stage" else add_verify_files)(parser)
     else:
         from modelseal.cli.operator_commands import add_operator
 
@@ -289,7 +290,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except Error as e:
         print(f"error: {clip(_unpinned(printable(str(e)), args_list))}", file=sys.stderr)
-        return 1 if command == "verify" else e.exit_code
+        return 1 if command in ("verify", "verify-files") else e.exit_code
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
