@@ -260,10 +260,13 @@ def test_an_unreadable_attestation_meets_nothing(keys: dict[str, Any]) -> None:
             ("size(predicate.vulnerabilities) == 0", "vulnerabilities == 0"),
             "require.1 ('clean-ml-bom'): rule: at 1:1: undeclared reference to 'vulnerabilities'",
         ),
-        (("    rule: 'size", "    rules: 'size"), "require.1.rules: Extra inputs are not permitted"),
+        (
+            ("    rule: 'size", "    rules: 'size"),
+            "require.1 ('clean-ml-bom'): unknown key 'rules'; did you mean rule?",
+        ),
         (
             ("    rule: 'size", '    "ru\\e[2Jle": \'size'),
-            "require.1.ru\\x1b[2Jle: Extra inputs are not permitted",
+            "require.1 ('clean-ml-bom'): unknown key 'ru\\x1b[2Jle' (known: name, predicateType, trust, rule)",
         ),
         (
             ("name: clean-ml-bom", "name: 1"),

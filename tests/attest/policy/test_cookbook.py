@@ -100,6 +100,11 @@ def test_the_recipes_refuse_as_shown(cli: Run, tmp_path: Path) -> None:
     alone = attest("alice", release, {}, "release.dsse.json")
     r = cli("verify", alone, "--policy", policy("two-release-signers"), "--sha256", digest, "--json")
     assert r.code == 1 and json.loads(r.out)["requirements"][0]["reason"] == "threshold_not_met"
+    said = json.loads(r.out)["requirements"][0]["message"]  # in the policy's words, as the page shows
+    assert (
+        f"(type {release}): " in said
+        and '("alice")]; 2 key(s) trusted); the requirement trusts "alice"' in said
+    )
     both = attest("alice", release, {}, "both.dsse.json", "--key", str(tmp_path / "bob.key"))
     assert cli("verify", both, "--policy", policy("two-release-signers"), "--sha256", digest).code == 0
 

@@ -31,6 +31,7 @@ from modelseal.attest.bundles.any_attestation import evaluate_any, unverified_st
 from modelseal.attest.dsse.statement import Statement
 from modelseal.attest.policy.admission_policy import AdmissionPolicy, Requirement
 from modelseal.attest.policy.cel_rules import RuleResult
+from modelseal.attest.policy.denials import KeyNames, untrusted_message
 from modelseal.attest.policy.rule_worker import RuleWorker, evaluate_rules
 from modelseal.attest.policy.trust import TrustPolicy
 from modelseal.attest.socair.issue_time import parse_rfc3339
@@ -179,6 +180,7 @@ def judge_admission(
         verdict = evaluate_any(read.data, trust, expected=expected, now=now, attached=read.attached)
         return bind(verdict) if bind is not None else verdict
 
+    names = KeyNames(r.trust for r in policy.requirements)
     readable: list[_Read] = []
     unreadable: list[tuple[str, str]] = []
     for candidate in candidates:
@@ -199,8 +201,8 @@ def judge_admission(
             verdict = judge(read, requirement.trust)
             signers = tuple(s.to_json() for s in verdict.signers)
             if not verdict.admitted:
-                found[index].append((Outcome.UNTRUSTED, printable(verdict.message), read.source,
-                                     verdict.reason.value, signers))  # fmt: skip
+                why = untrusted_message(verdict, requirement.trust, names)
+                found[index].append((Outcome.UNTRUSTED, why, read.source, verdict.reason.value, signers))
             elif requirement.rule is None:
                 found[index].append((Outcome.MET, "admitted by its trust", read.source, None, signers))
             else:
@@ -232,10 +234,13 @@ def _result(
         )
     best = max(found, key=lambda f: _RANK[f[0]])  # the first of the highest rank
     outcome, message, source, reason, signers = best
+    shown = printable(source)
+    if outcome is Outcome.UNTRUSTED:  # which attestation, in the words of the policy (issue 31, point 8)
+        shown += f" (type {printable(requirement.predicate_type)})"
     if outcome is not Outcome.MET and len(found) > 1:
-        message = f"none of {len(found)} attestations of its type meets it; {printable(source)}: {message}"
+        message = f"none of {len(found)} attestations of its type meets it; {shown}: {message}"
     elif outcome is not Outcome.MET:
-        message = f"{printable(source)}: {message}"
+        message = f"{shown}: {message}"
     return RequirementResult(
         requirement.name, requirement.predicate_type, outcome, message, source, reason, signers
     )
