@@ -144,11 +144,22 @@ def test_a_path_kitops_cleans_is_read_clean(registry: Registry) -> None:
     """kit cleans a path (filepath.Clean) before it packs it: ``./code/`` holds ``code/...``."""
     layers, kitfile = kit_layers()
     kitfile["code"][0]["path"] = "./code/"
-    assert (
-        read(push_modelkit(registry.host, "kit/clean:v1", layers, kitfile), sha256(WEIGHTS))["files"][1][
-            "path"
-        ]
-        == "code"
+    info = read(push_modelkit(registry.host, "kit/clean:v1", layers, kitfile), sha256(WEIGHTS))
+    assert info["files"][1]["path"] == "code"
+
+
+def test_the_primary_file_is_the_models_whichever_layer_comes_first(registry: Registry) -> None:
+    """kit unpack matches layers to entries kind by kind, so their order is free: a model part
+    first does not make the part the primary file a --sha256 check compares."""
+    layers, kitfile = kit_layers()
+    part = tar_stream([("adapter.bin", b"part", F)], tarfile.USTAR_FORMAT)
+    kitfile["model"]["parts"] = [{"path": "adapter.bin", "digest": "sha256:" + sha256(part),
+                                  "diffId": "sha256:" + sha256(part)}]  # fmt: skip
+    image = push_modelkit(registry.host, "kit/order:v1", [(part, KIND.format("modelpart")), *layers], kitfile)
+    info = read(image, sha256(WEIGHTS))
+    assert (info["primary"], [f["path"] for f in info["files"]][:2]) == (
+        "model.gguf",
+        ["adapter.bin", "model.gguf"],
     )
 
 

@@ -97,13 +97,14 @@ def artifact_files(
         )
     files = [_layer(layer, i, where, names) for i, layer in enumerate(layers)]
     extra: dict[str, Any] = {"format": "image"}
+    model = None
     if kit:  # the Kitfile names each layer's path: read it first
-        extra = modelkit_read.read_kitfile(client, manifest, files, where)
+        extra, model = modelkit_read.read_kitfile(client, manifest, files, where)
     titles = [f["path"] for f in files if f["path"] is not None]
     if titles:
         _check_titles(titles, where)
     notes = text_map(manifest.get("annotations"), "annotations", where)
-    primary = notes.get(layout.ANN_PRIMARY)
+    primary = notes.get(layout.ANN_PRIMARY) or model
     if names is not None:
         extra = {"format": "modelpack", **modelpack_read.read_config(client, manifest, files, where)}
         if names is media_types.PRE_CNCF:

@@ -37,7 +37,6 @@ from modelseal.errors import RegistryError, VerificationError
 from modelseal.publish.image.modelpack_config import first_error
 from modelseal.publish.image.modelpack_read import config_blob
 from modelseal.publish.registry.client import RegistryClient
-from modelseal.text import one_line
 
 __all__ = ["KITFILE", "form_of", "is_modelkit", "read_kitfile"]
 
@@ -136,10 +135,11 @@ def _bind(f: dict[str, Any], entry: _Entry, kind: str, n: int, where: str) -> No
 
 def read_kitfile(
     client: RegistryClient, manifest: dict[str, Any], files: list[dict[str, Any]], where: str
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], str | None]:
     """Read the ModelKit's Kitfile and give each layer entry in ``files`` its path and role.
 
-    Returns what the Kitfile says of the package (name, version).
+    Returns what the Kitfile says of the package (name, version), and the model's path: the
+    primary file, whichever layer comes first.
 
     Raises:
         RegistryError: the Kitfile is unreadable, oversized or not KitOps's shape.
@@ -167,8 +167,9 @@ def read_kitfile(
         if used[kind] != len(entries[kind]):
             path = entries[kind][used[kind]].path or ""
             raise VerificationError(
-                f"{where}: the Kitfile's {kind} path {one_line(path, 200)!r} has no layer"
+                f"{where}: the Kitfile's {kind} path {path[:200]!r} has no layer"
                 " (a model that names another ModelKit is not followed)"
             )
     package = kitfile.package.model_dump(exclude_none=True)
-    return {"format": "modelkit", **({"package": package} if package else {})}
+    model = posixpath.normpath(str(entries["model"][0].path)) if entries["model"] else None
+    return {"format": "modelkit", **({"package": package} if package else {})}, model
