@@ -1,4 +1,4 @@
-"""Round trips with modctl v0.2.2 (built from its release archive by scripts/peers.sh).
+"""Round trips with modctl v0.2.2 (built from its released source by scripts/peers.sh).
 
 modctl builds and pushes ModelPack artifacts under the spec's pre-CNCF identifiers
 (``vnd.cnai``); modelseal lists their files, checks them against the originals'
