@@ -257,7 +257,7 @@ def _walk(args: argparse.Namespace) -> ModelDir:
 def inspect_cmd(args: argparse.Namespace) -> int:
     """``modelseal publish inspect``."""
     from modelseal.publish.image.contents import check_primary, check_served, describe, primary_file
-    from modelseal.publish.image.modelpack_read import served_info
+    from modelseal.publish.image.modelpack_read import MODEL_FORMATS, served_info
 
     ref = image_reference(args.image, "publish inspect")
     want = (args.expect_sha256 or "").strip().lower()
@@ -297,7 +297,7 @@ def inspect_cmd(args: argparse.Namespace) -> int:
             f"verified: the primary file {primary_file(info)['path']} has SHA-256 {want} ({read})",
             file=sys.stderr,
         )
-        if info.get("format") == "modelpack":  # list the files as read: a tar layer may hold a directory
+        if info.get("format") in MODEL_FORMATS:  # list the files as read: a tar layer may hold a directory
             info = served_info(info, served)
     if args.json:
         print(json.dumps(info, indent=2))
@@ -310,7 +310,11 @@ def inspect_cmd(args: argparse.Namespace) -> int:
         print(f"  source   {printable(info['source'])}")
     if info.get("format") == "modelpack":
         name = info.get("descriptor", {}).get("name")
-        print("  format   ModelPack v1" + (f", {printable(name)}" if name else ""))
+        names = " (pre-CNCF names)" if info.get("names") else ""
+        print(f"  format   ModelPack v1{names}" + (f", {printable(name)}" if name else ""))
+    elif info.get("format") == "modelkit":
+        name = info.get("package", {}).get("name")
+        print("  format   KitOps ModelKit" + (f", {printable(name)}" if name else ""))
     paths = [printable(f["path"] or "(untitled)") for f in info["files"]]
     width = max([len(p) for p in paths] + [4])
     print(f"  {'FILE'.ljust(width)}  {'SIZE':>10}  SHA-256")
