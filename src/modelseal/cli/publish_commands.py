@@ -58,7 +58,7 @@ def add_publish(pub: argparse.ArgumentParser) -> None:
         choices=("image", "modelpack"),
         default="image",
         help="image: ImageVolume-mountable image (containerd, CRI-O); modelpack: CNCF ModelPack v1"
-        " artifact (CRI-O, modctl, KitOps, Harbor, Dragonfly). Default: image",
+        " artifact (CRI-O, modctl, Harbor, Dragonfly; KitOps after v1.7.0). Default: image",
     )
     pub.add_argument(
         "--layers",
