@@ -12,7 +12,8 @@ reads each input.
 
 Protocol, one JSON document per line:
 
-- start: the parent writes ``{"memory": bytes, "cpu": seconds}``; the worker
+- start: the worker sets ``RLIMIT_CORE`` to 0 (a rule stopped past its CPU
+  time dumps no core); the parent writes ``{"memory": bytes, "cpu": seconds}``; the worker
   sets ``RLIMIT_AS`` to ``memory`` and ``RLIMIT_CPU`` to the CPU time it has
   used plus ``cpu`` (soft limits: past the CPU one the kernel stops it), then
   loads the CEL library and answers ``{"ready": true}``;
@@ -202,6 +203,9 @@ class _Judge:
 def serve(given: TextIO, answer: TextIO) -> int:
     """Cap, start, then answer each rule ``given`` (see the module's docstring); exit
     :data:`EXIT_MEMORY` when an input is too large to read under its cap."""
+    # past its CPU time the kernel stops it with SIGXCPU, whose default dumps core: never a copy of
+    # its memory (the predicate, up to its cap) in the judging process's folder or the node's collector
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     try:
         _cap(given.readline())
         judge = _Judge()
