@@ -248,3 +248,21 @@ def test_a_file_changed_in_place_after_its_hash_while_others_are_read_is_refused
     monkeypatch.setattr(engine, "_hash", hash_then_change)
     e = refusal(Plan((want,)), "changed")
     assert str(e) == f"{want.path}: changed while it was checked ({moved}, since it was read)"
+
+
+def test_a_file_added_to_an_exact_tree_while_the_files_are_hashed_is_unexpected(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tree is listed before the files are hashed, which takes minutes for a large model: a
+    second shard or a ``.py`` for remote code planted meanwhile was never seen, and the runtime
+    loads it. The tree is listed again once every file is hashed."""
+    want = write(tmp_path / "key" / "m.gguf", b"weights")
+    real_hash = engine._hash
+
+    def hash_then_plant(opened: Opened, want: Expected, stop: threading.Event | None) -> None:
+        real_hash(opened, want, stop)
+        (tmp_path / "key" / "m-00002-of-00002.gguf").write_bytes(b"planted")
+
+    monkeypatch.setattr(engine, "_hash", hash_then_plant)
+    e = refusal(Plan((want,), (str(tmp_path / "key"),)), "unexpected")
+    assert e.path == str(tmp_path / "key" / "m-00002-of-00002.gguf")

@@ -27,7 +27,9 @@ the volume: not a digest, not a name, not a file type.
   then is seen too). Left open: the time between this check's exit and the
   runtime's ``open``, in which a writer of the volume can still swap a file.
 - ``exact`` folders must hold the expected files under them and nothing else
-  that is not a directory.
+  that is not a directory, when the check starts and again once every file
+  is hashed (hashing a large model takes minutes: a shard planted meanwhile
+  is seen).
 
 Refusals are :class:`~modelseal.attest.digests.in_place.FileRefusedError`, one per
 check: the first problem found, naming the file.
@@ -225,7 +227,8 @@ def check_files(checks: Plan, *, workers: int | None = None) -> Checked:
 
     The order: each file opened and looked at (in the plan's order), each
     folder listed, the files hashed in parallel, then each path looked up
-    again. The first problem is raised; nothing is written anywhere.
+    and each folder listed again. The first problem is raised; nothing is
+    written anywhere.
 
     Raises:
         FileRefusedError: a file missing, not a regular file, reached through a
@@ -256,6 +259,8 @@ def check_files(checks: Plan, *, workers: int | None = None) -> Checked:
                 raise FileRefusedError(
                     o.path, "changed", f"changed while it was checked ({', '.join(moved)}, since it was read)"
                 )
+        for folder in checks.exact:  # and listed again: planted while the files were hashed?
+            walk_exact(folder, by_path)
     finally:
         for o in opened:
             os.close(o.fd)
