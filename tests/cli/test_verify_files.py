@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from modelseal.cli import main
 from tests.cli.conftest import Run
 from tests.conftest import TESTDATA
 
@@ -232,3 +233,33 @@ def test_the_cli_reference_s_transcript_is_what_it_prints(cli: Run, tmp_path: Pa
         assert printed == lines[i + 1]
         ran += 1
     assert ran == 2
+
+
+HELP_ALONE = "error: -h/--help is taken alone: among a check's arguments it would check nothing and exit 0"
+
+
+def exit_code(*argv: str) -> int | str | None:
+    """``main``'s exit code, or the one argparse's help exits with."""
+    try:
+        return main(list(argv))
+    except SystemExit as e:
+        return e.code
+
+
+@pytest.mark.parametrize(
+    "flag", ["-h", "--help", "--he", "-vh"], ids=["-h", "--help", "a prefix", "in a cluster"]
+)
+@pytest.mark.parametrize("before", [True, False], ids=["before", "after"])
+def test_help_among_the_check_s_arguments_is_a_usage_error_never_exit_0(
+    cache: Path, capsys: pytest.CaptureFixture[str], flag: str, before: bool
+) -> None:
+    """Exit 0 lets the runtime start. argparse's help printed the help page and exited 0 wherever a
+    help flag stood, before any file was looked at: a command built with one more word (a file name
+    turned flag) admitted a missing file. Help is taken alone; among the arguments it is refused."""
+    missing = ["--expect", sha(b"x"), str(cache / "0123456789abcdef" / "missing.gguf")]
+    code = exit_code("verify-files", *([flag, *missing] if before else [*missing, flag]))
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == ""
+    assert one_line(captured.err) == HELP_ALONE
+    assert exit_code("verify-files", flag) == 0  # alone, it is help
+    assert capsys.readouterr().out.startswith("usage: modelseal verify-files")

@@ -35,12 +35,21 @@ VERBOSE_HELP = "log what happens to stderr (accepted before or after the command
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse that raises instead of printing and exiting."""
+    """argparse that raises instead of printing and exiting; it keeps the words it was given
+    (``given``: a command's parser, those after the command), for an action that must see them all."""
+
+    given: Sequence[str] = ()
 
     def error(self, message: str) -> NoReturn:
         # the command's --help is named by main(), which knows the command when argparse does not
         # (an unrecognized argument is reported by the top level)
         raise UsageError(_with_fix(message))
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        self.given = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
 
     def _check_value(self, action: argparse.Action, value: Any) -> None:
         # a mistyped command lists the commands a user can type, not the hidden ones
@@ -99,6 +108,8 @@ _COMMANDS: tuple[tuple[str, str], ...] = (
     ("operator", "run the Kubernetes operator (LLMKube Models)"),
 )
 _NAMES = frozenset(name for name, _ in _COMMANDS)
+#: commands that add their own -h/--help (verify-files: taken alone only, as exit 0 starts a runtime)
+_OWN_HELP = frozenset({"verify-files"})
 
 
 def _add_arguments(name: str, parser: argparse.ArgumentParser) -> None:
@@ -140,7 +151,7 @@ def build_parser(only: Collection[str] | None = None) -> argparse.ArgumentParser
     parser.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name, line in _COMMANDS:
-        command = commands.add_parser(name, help=line)
+        command = commands.add_parser(name, help=line, add_help=name not in _OWN_HELP)
         if only is None or name in only:
             _add_arguments(name, command)
     _finish(parser)

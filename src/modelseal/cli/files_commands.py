@@ -9,6 +9,7 @@ import argparse
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 from modelseal.cli.key_values import key_values
 from modelseal.cli.progress import ProgressBar
@@ -75,9 +76,25 @@ _VERIFY_FILES = (
 )
 
 
+class _HelpAlone(argparse._HelpAction):
+    """``verify-files``' ``-h``/``--help``, taken alone only: its exit 0 lets the serving runtime
+    start, so among a check's arguments (one word more in the command built: a file name turned
+    flag) it is a usage error, never the help page and exit 0 with no file looked at."""
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option: Any = None
+    ) -> None:
+        if len(getattr(parser, "given", ())) > 1:
+            raise UsageError(
+                "-h/--help is taken alone: among a check's arguments it would check nothing and exit 0"
+            )
+        super().__call__(parser, namespace, values, option)
+
+
 def add_verify_files(parser: argparse.ArgumentParser) -> None:
     """``verify-files``' arguments (the contract the operator's init container is built against)."""
     parser.description = _VERIFY_FILES
+    parser.add_argument("-h", "--help", action=_HelpAlone, help="show this help message and exit")
     parser.add_argument(
         "--exact", action="append", default=[], metavar="DIR",
         help="an absolute folder that must hold only the expected files under it (and folders); repeatable",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -210,3 +211,58 @@ def test_a_file_swapped_after_it_was_hashed_is_refused(
     monkeypatch.setattr(engine, "_hash", hash_then_swap)
     e = refusal(Plan((want,)), "changed")
     assert str(e) == f"{want.path}: changed while it was checked (replaced since it was opened)"
+
+
+@pytest.mark.parametrize(
+    ("change", "moved"),
+    [
+        ("written", "modification time, change time"),
+        ("truncated", "size, modification time, change time"),
+        ("appended", "size, modification time, change time"),
+        ("linked", "change time, link count"),
+    ],
+)
+def test_a_file_changed_in_place_after_its_hash_while_others_are_read_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: str, moved: str
+) -> None:
+    """Files are hashed at once, the largest first: a small one is done while a shard is still
+    read, and a writer of the volume then changes it where it lies (the same file, its path still
+    naming it). The last look sees what moved, not only which file the path names."""
+    want = write(tmp_path / "m.gguf", b"weights" * 1000)
+    real_hash = engine._hash
+
+    def hash_then_change(opened: Opened, want: Expected, stop: threading.Event | None) -> None:
+        real_hash(opened, want, stop)
+        time.sleep(0.02)  # past the clock tick of the file's times (coarse on kernels before 6.13)
+        if change == "linked":
+            os.link(opened.path, tmp_path / "elsewhere")
+            return
+        with open(opened.path, "ab" if change == "appended" else "r+b") as other:
+            if change == "written":
+                other.write(b"planted")
+            elif change == "truncated":
+                other.truncate(7)
+            else:
+                other.write(b"more")
+
+    monkeypatch.setattr(engine, "_hash", hash_then_change)
+    e = refusal(Plan((want,)), "changed")
+    assert str(e) == f"{want.path}: changed while it was checked ({moved}, since it was read)"
+
+
+def test_a_file_added_to_an_exact_tree_while_the_files_are_hashed_is_unexpected(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tree is listed before the files are hashed, which takes minutes for a large model: a
+    second shard or a ``.py`` for remote code planted meanwhile was never seen, and the runtime
+    loads it. The tree is listed again once every file is hashed."""
+    want = write(tmp_path / "key" / "m.gguf", b"weights")
+    real_hash = engine._hash
+
+    def hash_then_plant(opened: Opened, want: Expected, stop: threading.Event | None) -> None:
+        real_hash(opened, want, stop)
+        (tmp_path / "key" / "m-00002-of-00002.gguf").write_bytes(b"planted")
+
+    monkeypatch.setattr(engine, "_hash", hash_then_plant)
+    e = refusal(Plan((want,), (str(tmp_path / "key"),)), "unexpected")
+    assert e.path == str(tmp_path / "key" / "m-00002-of-00002.gguf")

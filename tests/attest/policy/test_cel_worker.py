@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import resource
 import signal
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -85,3 +87,37 @@ def test_a_rule_that_took_long_is_not_run_again_to_say_why(monkeypatch: pytest.M
     assert judge(line) == {"outcome": "false", "detail": ""}
     failing = json.dumps({"rule": "predicate.n > 5 || predicate.x == 1", "variables": VARIABLES})
     assert judge(failing) == {"outcome": "error", "detail": 'Key not found in map : "x"'}
+
+
+def test_it_never_dumps_core_whatever_limit_it_inherits(tmp_path: Path) -> None:
+    """Past its CPU time the kernel stops it with SIGXCPU, whose default is to dump core: a rule that
+    is slow over a large predicate left a core file of the evaluator's memory in the judging
+    process's folder (or the node's crash collector), one per rule. It sets its own limit to none."""
+    _, hard = resource.getrlimit(resource.RLIMIT_CORE)
+    if hard == 0:
+        pytest.skip("core dumps are off for this process and its children")
+
+    def allow_core() -> None:
+        resource.setrlimit(resource.RLIMIT_CORE, (hard, hard))
+
+    with subprocess.Popen(
+        [sys.executable, "-I", "-m", "modelseal.attest.policy.cel_worker"], stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, text=True, env={}, cwd=tmp_path, preexec_fn=allow_core,
+    ) as child:  # fmt: skip
+        assert child.stdin is not None and child.stdout is not None
+        try:
+            child.stdin.write(json.dumps(limits()) + "\n")
+            child.stdin.flush()
+            assert child.stdout.readline() == '{"ready": true}\n'
+            core = next(line for line in Path(f"/proc/{child.pid}/limits").read_text().splitlines()
+                        if line.startswith("Max core file size"))  # fmt: skip
+            assert core.split()[4:6] == ["0", "0"], core
+            costly = {**VARIABLES, "predicate": {"l": list(range(3000)), "s": "ab" * 500_000}}
+            rule = "predicate.l.exists(x, predicate.s.matches('(a|b)*c'))"  # 5 s of CPU
+            child.stdin.write(json.dumps(limits(memory=1024 * MiB, cpu=1)) + "\n")
+            child.stdin.write(json.dumps({"rule": rule, "variables": costly}) + "\n")
+            child.stdin.flush()
+            assert child.wait(60) == -signal.SIGXCPU
+        finally:
+            child.kill()
+    assert list(tmp_path.iterdir()) == []  # no core file where it ran

@@ -122,3 +122,20 @@ def test_resident_reads_a_process_statm() -> None:
     assert 0 < held <= mapped
     assert resident(os.getpid()) != (0, 0)
     assert resident(2**22 + 12345) == (0, 0)  # no such process
+
+
+def test_names_that_are_not_utf8_are_read_as_the_bytes_they_are(tmp_path: Path) -> None:
+    """mountinfo escapes only space, tab, newline and backslash: a mount elsewhere whose folder is
+    named in Latin-1 (a USB stick's label, an NFS export) put bytes that are not UTF-8 in it, and the
+    read raised UnicodeDecodeError out of the rule evaluator (``verify --policy`` exited 3, an
+    internal error) instead of finding the limit beside it. A cgroup so named is read too."""
+    (tmp_path / "proc/self").mkdir(parents=True)
+    (tmp_path / "proc/self/cgroup").write_bytes(b"0::/pod/\xe9t\xe9\n")
+    (tmp_path / "proc/self/mountinfo").write_bytes(
+        b"25 23 8:17 / /media/user/\xe9t\xe9 rw - vfat /dev/sdb1 rw\n" + V2_MOUNT.encode()
+    )
+    folder = os.fsencode(tmp_path / "sys/fs/cgroup/pod") + b"/\xe9t\xe9"
+    os.makedirs(folder)
+    with open(folder + b"/memory.max", "w") as f:
+        f.write("4096\n")
+    assert container_limit(tmp_path) == 4096

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from modelseal.attest.policy.cel_rules import compile_rule
+from modelseal.attest.policy.cel_worker import MAX_DETAIL
 from modelseal.attest.policy.memory_cap import MARGIN, MiB, resident
 from modelseal.attest.policy.rule_worker import RuleWorker
 
@@ -181,3 +182,29 @@ def test_without_reuse_each_call_starts_a_child() -> None:
             assert worker.evaluate([(rule, variables()), (rule, variables())])[1].outcome == "true"
         assert worker.starts == 3
         assert worker._child is None
+
+
+@pytest.mark.parametrize(
+    ("source", "predicate", "said"),
+    [
+        ("predicate.m[predicate.k] == 1", {"m": {}, "k": "k" * 200_000}, 'Key not found in map : "kkk'),
+        (
+            "predicate.s.matches(predicate.re)",
+            {"s": "a", "re": "((" + "x" * 200_000},
+            "invalid regular expression: missing ): ((xxx",
+        ),
+        ("predicate[predicate.k] == 1", {"k": "\u202e\n" * 50_000}, '"\\u202e\\\\n\\u202e'),
+    ],
+    ids=["a missing key", "a bad pattern", "escapes that grow"],
+)
+def test_an_error_quoting_a_long_value_is_cut_not_taken_for_a_child_that_hung(
+    worker: RuleWorker, source: str, predicate: dict[str, Any], said: str
+) -> None:
+    """The library's error quotes the key or the pattern, which the attestation holds: at 200,000
+    characters its answer was longer than the parent reads of a line, so the parent killed a child
+    that had answered within a millisecond and called the rule hung ("did not finish within 2 s")."""
+    got = worker.evaluate([(compile_rule(source), variables(predicate))])[0]
+    assert got.outcome == "error"
+    assert said in got.detail and got.detail.endswith("...") and len(got.detail) <= MAX_DETAIL
+    assert got.detail.isprintable()
+    assert worker.starts == 1 and worker._child is not None  # the child answered and stays

@@ -22,10 +22,14 @@ the volume: not a digest, not a name, not a file type.
   open is not read. But a file is refused when it changed while it was read
   (its size, times or link count moved, or fewer bytes came than it holds),
   and when, after every file was hashed, its path no longer names the file
-  that was opened. Left open: the time between this check's exit and the
+  that was opened, or that file's size, times or link count moved since it
+  was opened (a small file is done while a large one is read: a write to it
+  then is seen too). Left open: the time between this check's exit and the
   runtime's ``open``, in which a writer of the volume can still swap a file.
 - ``exact`` folders must hold the expected files under them and nothing else
-  that is not a directory.
+  that is not a directory, when the check starts and again once every file
+  is hashed (hashing a large model takes minutes: a shard planted meanwhile
+  is seen).
 
 Refusals are :class:`~modelseal.attest.digests.in_place.FileRefusedError`, one per
 check: the first problem found, naming the file.
@@ -39,7 +43,7 @@ import threading
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
-from modelseal.attest.digests.in_place import FileRefusedError, Opened, identity, open_file, walk_exact
+from modelseal.attest.digests.in_place import FileRefusedError, Opened, look_again, open_file, walk_exact
 from modelseal.errors import UsageError
 from modelseal.files import sha256_blocks
 
@@ -141,7 +145,20 @@ def _hash(opened: Opened, want: Expected, stop: threading.Event | None) -> None:
     before = opened.st
     if after.st_nlink == 0:
         raise FileRefusedError(opened.path, "changed", "changed while it was read (removed or replaced)")
-    moved = [
+    moved = _moved(before, after)
+    if count != before.st_size:
+        moved.append(f"{count} bytes read of {before.st_size}")
+    if moved:
+        raise FileRefusedError(opened.path, "changed", f"changed while it was read ({', '.join(moved)})")
+    if found != want.sha256:
+        raise FileRefusedError(
+            opened.path, "mismatch", f"digest mismatch: expected {want.sha256}, found {found}"
+        )
+
+
+def _moved(before: os.stat_result, after: os.stat_result) -> list[str]:
+    """What moved between two looks at one file: its size, its times, its link count."""
+    return [
         what
         for what, a, b in (
             ("size", before.st_size, after.st_size),
@@ -151,14 +168,6 @@ def _hash(opened: Opened, want: Expected, stop: threading.Event | None) -> None:
         )
         if a != b
     ]
-    if count != before.st_size:
-        moved.append(f"{count} bytes read of {before.st_size}")
-    if moved:
-        raise FileRefusedError(opened.path, "changed", f"changed while it was read ({', '.join(moved)})")
-    if found != want.sha256:
-        raise FileRefusedError(
-            opened.path, "mismatch", f"digest mismatch: expected {want.sha256}, found {found}"
-        )
 
 
 def _hash_all(pairs: Sequence[tuple[Opened, Expected]], workers: int) -> None:
@@ -218,7 +227,8 @@ def check_files(checks: Plan, *, workers: int | None = None) -> Checked:
 
     The order: each file opened and looked at (in the plan's order), each
     folder listed, the files hashed in parallel, then each path looked up
-    again. The first problem is raised; nothing is written anywhere.
+    and each folder listed again. The first problem is raised; nothing is
+    written anywhere.
 
     Raises:
         FileRefusedError: a file missing, not a regular file, reached through a
@@ -239,11 +249,18 @@ def check_files(checks: Plan, *, workers: int | None = None) -> Checked:
             walk_exact(folder, by_path)
         count = workers or min(len(opened), len(os.sched_getaffinity(0)), 8)
         _hash_all(list(zip(opened, checks.files, strict=True)), count)
-        for o in opened:
-            if identity(o.path) != (o.st.st_dev, o.st.st_ino):
+        for o in opened:  # the last look: the file opened, as it was when opened
+            now = look_again(o.path)
+            if (now.st_dev, now.st_ino) != (o.st.st_dev, o.st.st_ino):
                 raise FileRefusedError(
                     o.path, "changed", "changed while it was checked (replaced since it was opened)"
                 )
+            if moved := _moved(o.st, now):  # written in place once hashed, while others were read
+                raise FileRefusedError(
+                    o.path, "changed", f"changed while it was checked ({', '.join(moved)}, since it was read)"
+                )
+        for folder in checks.exact:  # and listed again: planted while the files were hashed?
+            walk_exact(folder, by_path)
     finally:
         for o in opened:
             os.close(o.fd)

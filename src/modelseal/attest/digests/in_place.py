@@ -47,6 +47,7 @@ __all__ = [
     "FileRefusedError",
     "Opened",
     "identity",
+    "look_again",
     "open_file",
     "walk_exact",
 ]
@@ -191,6 +192,16 @@ def identity(path: str) -> tuple[int, int]:
     Raises:
         FileRefusedError: ``changed``: no longer there, or not a regular file.
     """
+    st = look_again(path)
+    return st.st_dev, st.st_ino
+
+
+def look_again(path: str) -> os.stat_result:
+    """The ``lstat`` of the regular file ``path`` names now, reached without symlinks.
+
+    Raises:
+        FileRefusedError: ``changed``: no longer there, or not a regular file.
+    """
     try:
         st, dir_fd, _ = _lstat_last(path)
         os.close(dir_fd)
@@ -199,7 +210,7 @@ def identity(path: str) -> tuple[int, int]:
             raise refused
     except FileRefusedError as e:
         raise FileRefusedError(path, "changed", f"changed while it was checked (now {e.detail})") from None
-    return st.st_dev, st.st_ino
+    return st
 
 
 def _directory(path: str) -> int:

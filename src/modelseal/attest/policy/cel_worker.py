@@ -12,7 +12,8 @@ reads each input.
 
 Protocol, one JSON document per line:
 
-- start: the parent writes ``{"memory": bytes, "cpu": seconds}``; the worker
+- start: the worker sets ``RLIMIT_CORE`` to 0 (a rule stopped past its CPU
+  time dumps no core); the parent writes ``{"memory": bytes, "cpu": seconds}``; the worker
   sets ``RLIMIT_AS`` to ``memory`` and ``RLIMIT_CPU`` to the CPU time it has
   used plus ``cpu`` (soft limits: past the CPU one the kernel stops it), then
   loads the CEL library and answers ``{"ready": true}``;
@@ -29,7 +30,9 @@ Protocol, one JSON document per line:
 Limits: the caps above; :data:`MAX_COMPILED` compiled rules kept (by source)
 between rules; a rule that took :data:`EXPLAIN_SECONDS` or more is not
 explained (it would run again), and an explanation stops evaluating parts
-after that long; the parent reads at most 64 KiB of a line. It imports
+after that long; an answer's detail is cut at :data:`MAX_DETAIL` characters
+(an error of the library may quote a key or a pattern of the input whole),
+and the parent reads at most 64 KiB of a line. It imports
 nothing of modelseal that is not pure text handling, so that it starts fast
 (about 0.1 s and 31 MiB of address space).
 """
@@ -44,10 +47,19 @@ import time
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-from modelseal.attest.policy.cel_explain import Seen, friendly_error, render, why_failed, why_false
+from modelseal.attest.policy.cel_explain import Seen, cut, friendly_error, render, why_failed, why_false
 from modelseal.text import printable
 
-__all__ = ["EXIT_MEMORY", "MAX_COMPILED", "OUT_OF_MEMORY", "VARIABLE_TYPES", "declarations", "main", "serve"]
+__all__ = [
+    "EXIT_MEMORY",
+    "MAX_COMPILED",
+    "MAX_DETAIL",
+    "OUT_OF_MEMORY",
+    "VARIABLE_TYPES",
+    "declarations",
+    "main",
+    "serve",
+]
 
 #: the variables a rule sees, and their CEL types
 VARIABLE_TYPES = {
@@ -68,6 +80,9 @@ EXIT_MEMORY = 3
 _LARGE = 64  # a list or map of more items is shown by its size alone
 #: a rule is explained only if it took less than this, and its explanation takes about as long at most
 EXPLAIN_SECONDS = 0.25
+#: the longest detail an answer carries (escaped): the library's errors quote values of the input (a
+#: key, a pattern), and an answer must stay one short line (the parent reads at most 64 KiB of one)
+MAX_DETAIL = 4000
 
 
 def declarations() -> dict[str, Any]:
@@ -119,6 +134,11 @@ class _Judge:
         return self.compiled[source]
 
     def __call__(self, line: str) -> dict[str, str]:
+        said = self.judged(line)
+        return {**said, "detail": cut(said["detail"], MAX_DETAIL)}
+
+    def judged(self, line: str) -> dict[str, str]:
+        """The answer to one rule's line, its detail whole."""
         try:
             doc = json.loads(line)
             source, variables = doc["rule"], doc["variables"]
@@ -183,6 +203,9 @@ class _Judge:
 def serve(given: TextIO, answer: TextIO) -> int:
     """Cap, start, then answer each rule ``given`` (see the module's docstring); exit
     :data:`EXIT_MEMORY` when an input is too large to read under its cap."""
+    # past its CPU time the kernel stops it with SIGXCPU, whose default dumps core: never a copy of
+    # its memory (the predicate, up to its cap) in the judging process's folder or the node's collector
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     try:
         _cap(given.readline())
         judge = _Judge()

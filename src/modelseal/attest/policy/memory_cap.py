@@ -86,9 +86,9 @@ def resident(pid: int | str = "self", proc: Path = Path("/proc")) -> tuple[int, 
 def container_limit(root: Path = Path("/")) -> int | None:
     """The memory limit of this process's cgroup and its ancestors, in bytes; None when there is none
     or it cannot be read. ``root`` is where ``/proc`` and the cgroup mounts are (a test's fake tree)."""
-    try:
-        cgroups = (root / "proc/self/cgroup").read_text()
-        mounts = (root / "proc/self/mountinfo").read_text()
+    try:  # names are bytes: one that is not UTF-8 (a mount's folder elsewhere) is read as it is
+        cgroups = (root / "proc/self/cgroup").read_text("utf-8", "surrogateescape")
+        mounts = (root / "proc/self/mountinfo").read_text("utf-8", "surrogateescape")
     except OSError:
         return None
     found = [
