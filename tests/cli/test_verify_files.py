@@ -108,10 +108,40 @@ def test_a_hostile_file_name_is_escaped(cli: Run, cache: Path) -> None:
     assert "\\x1b[2K\\rverified 9 file(s)\\u202e.gguf: unexpected (a file;" in line
 
 
+def test_a_size_given_is_checked_before_any_byte_is_read(cli: Run, cache: Path) -> None:
+    """A huge sparse file where a model should be is refused at once by its size, not hashed to its end
+    (a tebibyte of holes reads at a few hundred MB/s: hours in which the Pod would sit initialising)."""
+    args = expect_all(cache)
+    model = cache / "0123456789abcdef" / "model.gguf"
+    size = model.stat().st_size
+    assert cli("verify-files", *args, "--size", str(size), model).code == 0
+    with model.open("r+b") as f:
+        f.truncate(2**40)  # 1 TiB, sparse: hashing it would take hours
+    r = cli("verify-files", *args, "--size", str(size), model)
+    assert r.code == 1
+    assert one_line(r.err) == f"error: {model}: size is {2**40} bytes, expected {size}"
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         ((), "the following arguments are required: --expect"),
+        (
+            ("--expect", "ab" * 32, "/m/a", "--size", "1e3", "/m/a"),
+            "the size must be a decimal count of bytes",
+        ),
+        (
+            ("--expect", "ab" * 32, "/m/a", "--size", "-1", "/m/a"),
+            "the size must be a decimal count of bytes",
+        ),
+        (
+            ("--expect", "ab" * 32, "/m/a", "--size", "10", "/m/b"),
+            "the path is not one of the --expect paths",
+        ),
+        (
+            ("--expect", "ab" * 32, "/m/a", "--size", "1", "/m/a", "--size", "1", "/m/a"),
+            "--size: /m/a is given twice",
+        ),
         (("--expect", "ab" * 32), "argument --expect: expected 2 arguments"),
         (("--expect", "AB" * 32, "/m/model.gguf"), "the digest must be 64 lowercase hex digits"),
         (("--expect", "ab" * 32, "m/model.gguf"), "the path must be absolute and normalised"),

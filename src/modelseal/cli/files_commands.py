@@ -103,6 +103,10 @@ def add_verify_files(parser: argparse.ArgumentParser) -> None:
         "--expect", action="append", nargs=2, required=True, metavar=("SHA256", "PATH"),
         help="an absolute PATH that must be a regular file with this SHA-256 (64 lowercase hex); repeatable",
     )  # fmt: skip
+    parser.add_argument(
+        "--size", action="append", nargs=2, default=[], metavar=("BYTES", "PATH"),
+        help="an expected PATH's size in bytes, checked before it is read; repeatable",
+    )  # fmt: skip
     parser.set_defaults(handler=verify_files_cmd)
 
 
@@ -113,7 +117,7 @@ def verify_files_cmd(args: argparse.Namespace) -> int:
     from modelseal.attest.digests.expected import check_files, plan
 
     start = time.monotonic()
-    checked = check_files(plan([(sha, path) for sha, path in args.expect], args.exact))
+    checked = check_files(plan([(sha, path) for sha, path in args.expect], args.exact, args.size))
     took = time.monotonic() - start
     print(f"verified {checked.files} file(s), {checked.bytes} bytes, in {took:.2f} s")
     return 0

@@ -79,14 +79,19 @@ def _usable(path: str) -> bool:
     return path.startswith("/") and not path.startswith("//") and os.path.normpath(path) == path
 
 
-def plan(expect: Iterable[tuple[str, str]], exact: Iterable[str] = ()) -> Plan:
-    """The :class:`Plan` of ``verify-files``' ``--expect SHA256 PATH`` pairs and ``--exact DIR`` folders.
+def plan(
+    expect: Iterable[tuple[str, str]], exact: Iterable[str] = (), sizes: Iterable[tuple[str, str]] = ()
+) -> Plan:
+    """The :class:`Plan` of ``verify-files``' ``--expect SHA256 PATH`` pairs, ``--exact DIR`` folders
+    and ``--size BYTES PATH`` pairs (an expected file's size, checked before a byte is read: a file
+    of another size, a huge sparse one among them, is refused at once instead of hashed to its end).
 
     Raises:
         UsageError: no file; a digest that is not 64 lowercase hex digits; a
             path that is not absolute and normalised; a path given twice; a
             path that must be a file and hold another, or be a file and an
-            ``--exact`` folder.
+            ``--exact`` folder; a size that is not a decimal count of bytes, or
+            for a path not expected, or given twice.
     """
     files: dict[str, Expected] = {}
     for sha256, path in expect:
@@ -102,6 +107,16 @@ def plan(expect: Iterable[tuple[str, str]], exact: Iterable[str] = ()) -> Plan:
         files[path] = Expected(path, sha256)
     if not files:
         raise UsageError("give at least one --expect SHA256 PATH")
+    sized: set[str] = set()
+    for count, path in sizes:
+        if not (count.isascii() and count.isdigit()) or len(count) > 20:
+            raise UsageError(f"--size {count} {path}: the size must be a decimal count of bytes")
+        if path not in files:
+            raise UsageError(f"--size {count} {path}: the path is not one of the --expect paths")
+        if path in sized:
+            raise UsageError(f"--size: {path} is given twice")
+        sized.add(path)
+        files[path] = Expected(path, files[path].sha256, int(count))
     for path in files:
         parent = os.path.dirname(path)
         while parent != "/":
