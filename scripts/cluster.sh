@@ -135,6 +135,7 @@ control_plane() {
     if [ -x "$BUILD/kcm/kube-controller-manager" ] && [ "$(cat "$BUILD/kcm/stamp" 2>/dev/null)" = "$STAMP" ]; then
       step "kube-controller-manager $K8S_VERSION: $BUILD/kcm (cached; envtest's layout has none)"
     elif [ -x "$BIN/kube-controller-manager" ] && built; then
+      step "kube-controller-manager $K8S_VERSION: $BIN (cached; envtest's layout has none)"
       EXE[kube-controller-manager]=$BIN/kube-controller-manager
       return 0
     else
