@@ -29,12 +29,6 @@ LLMKUBE_RESOURCES = ("models", "inferenceservices", "loraadapters")
 StartOperator = Callable[[list[str]], Awaitable[OperatorProcess]]
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers", "standalone: runs on the control plane of modelseal alone (deploy/crd, no LLMKube)"
-    )
-
-
 def _established(client: httpx.Client, name: str) -> None:
     url = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}.inference.llmkube.dev"
     for _ in range(600):
