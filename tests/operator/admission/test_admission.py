@@ -16,8 +16,14 @@ from modelseal.operator.admission.decision import (
     review_response,
 )
 from modelseal.operator.admission.served_weights import ServedWeights, inference_service_weights
+from modelseal.operator.decide.loaded_files import LoadedFile, LoadedFiles
+from tests.operator.podverify.shapes import cached_pod, mutated
 
-ADMITTED = ModelVerdict(generation=2, admitted=True, message="signed by trusted key b4f69dad730db4cb")
+SHA = "ab" * 32
+ONE_FILE = LoadedFiles((LoadedFile("", SHA, "spec.source"),))
+ADMITTED = ModelVerdict(
+    generation=2, admitted=True, message="signed by trusted key b4f69dad730db4cb", loaded=ONE_FILE
+)
 REFUSED = ModelVerdict(generation=1, admitted=False, message="attestation rejected: state is withheld")
 # (namespace, name) -> (current generation, verdict)
 MODELS: dict[tuple[str, str], tuple[int, ModelVerdict | None]] = {
@@ -214,8 +220,15 @@ def services(namespace: str, name: str) -> ServedWeights | None:
 
 
 def serving_pod(model: str | None, service: Any, namespace: str = "ml") -> dict[str, Any]:
-    labels = {"app": "x", SERVICE_LABEL: service, **({MODEL_LABEL: model} if model else {})}
-    return {**pod(None, namespace=namespace), "object": {"metadata": {"name": "p", "labels": labels}}}
+    """A serving Pod as LLMKube builds it, with the verifier /mutate-pods adds (when it can)."""
+    built = cached_pod(namespace, "x", model or "good", "https://models.example.com/m.gguf")
+    built["metadata"]["labels"] = {
+        "app": "x",
+        SERVICE_LABEL: service,
+        **({MODEL_LABEL: model} if model else {}),
+    }
+    built = mutated(built, namespace, lookup, services)
+    return {**pod(None, namespace=namespace), "object": built}
 
 
 def test_a_pod_is_judged_through_its_inferenceservice_and_every_model_it_names() -> None:
