@@ -56,13 +56,13 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlP
 
 @pytest.fixture(scope="session")
 def deployed(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Applied:
-    """deploy/ applied once; the overlay's Service-form webhook configuration is then removed (its
+    """deploy/ applied once; the overlay's Service-form webhook configurations are then removed (its
     Service has no Pods here: nothing runs them), and each webhook test registers the same
     webhooks with a URL of its own operator."""
     applied = apply_overlays(control_plane.kubeconfig, tmp_path_factory.mktemp("deploy"))
-    done = kubectl(control_plane.kubeconfig, "delete", "validatingwebhookconfiguration", "modelseal",
-                   "--ignore-not-found")  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    for kind in ("validatingwebhookconfiguration", "mutatingwebhookconfiguration"):
+        done = kubectl(control_plane.kubeconfig, "delete", kind, "modelseal", "--ignore-not-found")
+        assert done.returncode == 0, done.stderr
     return applied
 
 

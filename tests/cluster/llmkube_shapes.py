@@ -5,7 +5,8 @@ module proxy, so its controllers cannot run here: tests/cluster/README.md).
   service (``constructDeployment`` in its ``internal/controller/deployment_builder.go``): the
   labels ``app``, ``inference.llmkube.dev/model`` (the main Model only),
   ``inference.llmkube.dev/service`` and ``inference.llmkube.dev/runtime`` on the Deployment and its
-  Pod template, a selector of ``app`` and ``service`` only, the ``llama-server`` container, and the
+  Pod template, a selector of ``app`` and ``service`` only, the ``llama-server`` container given
+  the model's path on the model cache claim (mounted read-only at ``/models``), and the
   InferenceService as controlling owner. The real Deployment and ReplicaSet controllers take it
   from there, so the Pods reach the admission chain as LLMKube's would.
 - :class:`PhaseWriter`: LLMKube's Model controller writing status as it does: a read, then an
@@ -41,14 +42,16 @@ def serving_deployment(service: dict[str, Any], model: str, replicas: int = 1) -
     container = {"name": "llama-server", "image": "ghcr.io/ggml-org/llama.cpp:server",
                  "args": ["--model", f"/models/{model}/model.gguf", "--port", "8080"],
                  "ports": [{"name": "http", "containerPort": 8080, "protocol": "TCP"}],
+                 "volumeMounts": [{"name": "model-cache", "mountPath": "/models", "readOnly": True}],
                  "terminationMessagePolicy": "FallbackToLogsOnError"}  # fmt: skip
+    cache = {"name": "model-cache", "persistentVolumeClaim": {"claimName": "llmkube-model-cache"}}
     return {
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": name, "namespace": meta["namespace"], "labels": labels, "ownerReferences": [
             {"apiVersion": API, "kind": "InferenceService", "name": name, "uid": meta["uid"],
              "controller": True, "blockOwnerDeletion": True}]},
         "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name, "inference.llmkube.dev/service": name}},
-                 "template": {"metadata": {"labels": labels}, "spec": {"containers": [container]}}},
+                 "template": {"metadata": {"labels": labels}, "spec": {"containers": [container], "volumes": [cache]}}},
     }  # fmt: skip
 
 

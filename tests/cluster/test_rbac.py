@@ -14,7 +14,7 @@ from tests.cluster.models import Models
 from tests.cluster.operator_process import OPERATOR_USER, audit_records, service_account_token
 from tests.cluster.overlays import Applied
 from tests.conftest import FIXTURE_SHA256
-from tests.operator.cluster import phase
+from tests.operator.cluster import MODEL_SOURCE, phase
 
 pytestmark = CLUSTER
 USER = OPERATOR_USER
@@ -94,4 +94,4 @@ async def test_writes_the_role_does_not_grant_are_refused_with_403(
         assert evict.status_code == 404, evict.text  # allowed, and there is no such Pod
     finally:
         await operator.aclose()
-    assert (await models.model("m"))["spec"] == {"source": "acme/attested-model", "sha256": FIXTURE_SHA256}
+    assert (await models.model("m"))["spec"] == {"source": MODEL_SOURCE, "sha256": FIXTURE_SHA256}

@@ -260,3 +260,17 @@ def test_remote_code_is_allowed_when_the_folder_attests_it() -> None:
         assert judge(mutated(pod, NS, lookup, services)).allowed
     finally:
         del VERDICTS["coded"]
+
+
+def test_the_service_account_token_mount_is_allowed_read_only_and_nothing_else_there() -> None:
+    """The ServiceAccount admission plugin mounts the Pod's token into a verifier it sees (a Pod made
+    again from one holding it): read-only at its own path it changes nothing the verifier reads."""
+    token = {"name": "kube-api-access-x", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}
+    pod = good()
+    verifier(pod)["volumeMounts"].append({**token, "readOnly": True})
+    assert judge(pod).allowed
+    pod = good()
+    verifier(pod)["volumeMounts"].append(token)
+    assert "field volumeMounts differs" in judge(pod).message
+    refused = judge(_args("--model", "/var/run/secrets/kubernetes.io/serviceaccount/m.gguf", replace=True))
+    assert not refused.allowed and "is not an absolute, normalised path on a volume" in refused.message

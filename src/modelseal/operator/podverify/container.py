@@ -45,6 +45,7 @@ NAME = "modelseal-verify"
 DEFAULT_IMAGE = f"modelseal:{__version__}"  # deploy/ sets the operator's own (--verifier-image)
 COMMAND = ("modelseal", "verify-files")
 RUN_AS = 65532  # the operator image's user (Dockerfile: USER 65532:65532)
+SERVICE_ACCOUNT_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"  # where the plugin mounts it
 _GUARDED = ("name", "image", "command", "args", "env", "envFrom", "workingDir", "volumeMounts",
             "volumeDevices", "securityContext", "restartPolicy", "terminationMessagePolicy",
             "lifecycle", "stdin", "tty")  # fmt: skip
@@ -103,5 +104,24 @@ def verifier_container(check: Check, image: str) -> dict[str, Any]:
 
 
 def guarded(container: Mapping[str, Any]) -> dict[str, Any]:
-    """The fields of a verifier container the validating webhook compares (absent and empty alike)."""
-    return {k: container.get(k) for k in _GUARDED if container.get(k) not in (None, [], {}, "")}
+    """The fields of a verifier container the validating webhook compares (absent and empty alike).
+
+    The service account token the ServiceAccount admission plugin mounts read-only into every
+    container it sees (a Pod created again from one that already holds the verifier) is left out:
+    it is no path the verifier checks, and changes nothing it reads.
+    """
+    found = {k: container.get(k) for k in _GUARDED if container.get(k) not in (None, [], {}, "")}
+
+    def token(m: object) -> bool:
+        return (
+            isinstance(m, Mapping)
+            and m.get("mountPath") == SERVICE_ACCOUNT_PATH
+            and m.get("readOnly") is True
+        )
+
+    mounts = [m for m in found.get("volumeMounts") or [] if not token(m)]
+    if mounts:
+        found["volumeMounts"] = mounts
+    else:
+        found.pop("volumeMounts", None)
+    return found

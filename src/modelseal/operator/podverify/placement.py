@@ -41,7 +41,7 @@ from typing import Any
 
 from modelseal.operator.admission.runtime_flags import WEIGHT_ENV, weight_flag
 from modelseal.operator.decide.loaded_files import LoadedFiles
-from modelseal.operator.podverify.container import NAME, Check, Expectation
+from modelseal.operator.podverify.container import NAME, SERVICE_ACCOUNT_PATH, Check, Expectation
 from modelseal.text import one_line
 
 __all__ = ["Placement", "ServedModel", "place", "runtime_containers"]
@@ -188,7 +188,12 @@ class _Placer:
 
     def place(self, model: ServedModel, path: str, container: Mapping[str, Any], what: str) -> None:
         """The Model's files where the runtime is given ``path``."""
-        if not path.startswith("/") or posixpath.normpath(path) != path or "\x00" in path:
+        if (
+            not path.startswith("/")
+            or posixpath.normpath(path) != path
+            or "\x00" in path
+            or path.startswith(SERVICE_ACCOUNT_PATH)
+        ):
             self.out.problems.append(
                 f"{what} {_shown(path)} is not an absolute, normalised path on a volume: the runtime"
                 " would load it from somewhere no check reaches"
