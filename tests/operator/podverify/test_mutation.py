@@ -155,3 +155,36 @@ def test_a_malformed_review_is_allowed_unpatched() -> None:
         answer = mutation_response(body, Mode.ENFORCE, lookup, services, allow_weight_paths=False,
                                    verifier_image=IMAGE)["response"]  # fmt: skip
         assert answer["allowed"] is True and "patch" not in answer
+
+
+def test_the_verifier_docs_show_is_the_one_the_mutation_adds() -> None:
+    """docs/beside-llmkube.md's verifier, for its own qwen Model, as /mutate-pods writes it."""
+    import re
+    from pathlib import Path
+
+    import yaml
+
+    from tests.docs_models import doc_models
+
+    page = (Path(__file__).resolve().parents[3] / "docs" / "beside-llmkube.md").read_text()
+    [shown] = [
+        yaml.safe_load(b)[0]
+        for b in re.findall(r"```yaml\n(.*?)```", page, flags=re.S)
+        if f"name: {NAME}" in b
+    ]
+    [qwen] = [
+        m.body
+        for m in doc_models()
+        if m.where.startswith("docs/beside") and m.body["metadata"]["name"] == "qwen"
+    ]
+    VERDICTS["qwen"] = ModelVerdict(
+        1, True, "admitted", loaded=LoadedFiles((LoadedFile("", qwen["spec"]["sha256"], "spec.source"),))
+    )
+    SERVICES["qwen"] = {"modelRef": "qwen"}
+    try:
+        pod = mutated(
+            cached_pod(NS, "qwen", "qwen", qwen["spec"]["source"]), NS, lookup, services, image=shown["image"]
+        )
+    finally:
+        del VERDICTS["qwen"], SERVICES["qwen"]
+    assert verifier(pod) == shown
