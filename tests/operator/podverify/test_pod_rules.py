@@ -274,3 +274,24 @@ def test_the_service_account_token_mount_is_allowed_read_only_and_nothing_else_t
     assert "field volumeMounts differs" in judge(pod).message
     refused = judge(_args("--model", "/var/run/secrets/kubernetes.io/serviceaccount/m.gguf", replace=True))
     assert not refused.allowed and "is not an absolute, normalised path on a volume" in refused.message
+
+
+def test_a_host_path_written_beside_the_runtime_is_refused() -> None:
+    """A node's folder can be where the cache claim's files are: written beside the runtime, it
+    could swap them, whatever volume the verifier reads."""
+    pod = good()
+    pod["spec"]["volumes"].append({"name": "node", "hostPath": {"path": "/var/lib/kubelet"}})
+    pod["spec"]["containers"].append({"name": "agent", "image": CURL,
+                                      "volumeMounts": [{"name": "node", "mountPath": "/host"}]})  # fmt: skip
+    assert "container 'agent' mounts the model volume 'node' writable" in judge(pod).message
+    pod["spec"]["containers"][-1]["volumeMounts"][0]["readOnly"] = True
+    assert judge(pod).allowed
+
+
+@pytest.mark.parametrize("kind", ["configMap", "secret", "projected", "downwardAPI"])
+def test_a_model_file_on_a_volume_the_api_rewrites_is_refused(kind: str) -> None:
+    """The kubelet rewrites a ConfigMap's (Secret's, ...) files when the object changes: after the check."""
+    pod = cached_pod(NS, "svc", "one", SOURCE)
+    pod["spec"]["volumes"] = [{"name": "model-cache", kind: {"name": "weights"}}]
+    decision = judge(mutated(pod, NS, lookup, services))
+    assert not decision.allowed and f"is on a {kind} volume" in decision.message

@@ -26,7 +26,9 @@ cannot be placed is refused, one line each:
   InferenceService's own fields are;
 - ``--trust-remote-code`` unless the Model is a folder whose Python modules are
   attested; a one-file Model named like a split GGUF part (llama.cpp loads the
-  other parts by name); a mount by ``subPathExpr`` or with mount propagation.
+  other parts by name); a mount by ``subPathExpr`` or with mount propagation; a
+  file on a ConfigMap, Secret, projected or downward API volume (the kubelet
+  rewrites those when the object changes).
 
 Pure: no I/O.
 """
@@ -52,6 +54,8 @@ MMPROJ_FLAGS = frozenset({"-mm", "--mmproj"})
 #: the commands LLMKube v0.9.19 gives a runtime container (llama.cpp: none, the image's entrypoint)
 RUNTIME_COMMANDS = {("vllm", "serve"): True, ("python3", "-m", "sglang.launch_server"): False}
 _SPLIT = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$")
+#: volumes whose files the kubelet keeps in step with an API object (they change after the check)
+_LIVE_VOLUMES = frozenset({"configMap", "secret", "projected", "downwardAPI"})
 _SHOWN = 120
 
 
@@ -151,6 +155,10 @@ class _Placer:
         self.allow = allow
         self.out = Placement()
         self.files: dict[str, Expectation] = {}
+        found = spec.get("volumes") or []
+        self.volumes = (
+            {v.get("name"): v for v in found if isinstance(v, Mapping)} if isinstance(found, list) else {}
+        )
         self.exact: list[str] = []
         self.mounts: dict[str, Mapping[str, Any]] = {}
 
@@ -168,6 +176,14 @@ class _Placer:
             self.out.problems.append(
                 f"container {_shown(name)} mounts {_shown(mount.get('mountPath'))} with subPathExpr or"
                 " mount propagation: what it sees can change after the check"
+            )
+            return False
+        volume = self.volumes.get(mount.get("name")) or {}
+        live = sorted(set(volume) & _LIVE_VOLUMES)
+        if live:
+            self.out.problems.append(
+                f"{what} {_shown(path)} is on a {live[0]} volume: the kubelet rewrites its files when the"
+                " API object changes, after the check"
             )
             return False
         base = str(mount.get("mountPath")).rstrip("/") or "/"
@@ -205,8 +221,7 @@ class _Placer:
             return
         if loaded.image is not None:
             mount = _covering(container, path)
-            volumes = {v.get("name"): v for v in self.spec.get("volumes") or [] if isinstance(v, Mapping)}
-            volume = volumes.get(mount.get("name")) if mount else None
+            volume = self.volumes.get(mount.get("name")) if mount else None
             reference = ((volume or {}).get("image") or {}).get("reference")
             if reference != loaded.image:
                 self.out.problems.append(

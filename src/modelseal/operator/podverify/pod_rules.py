@@ -17,7 +17,8 @@ verdicts and refuses a serving Pod when:
   runs beside the runtime, so it could swap a file between the check and the
   load) mounting it without ``readOnly``, or as a raw block device. A volume
   naming the same claim (or the same source) under another name counts as the
-  same volume.
+  same volume, and so does every host path (a node's folder can be where a
+  claim's files are).
 
 What is left is outside the Pod: another Pod writing a shared cache claim
 between the check and the runtime's read (see docs/security.md). Pure: no I/O.
@@ -44,11 +45,13 @@ def _source(volume: Mapping[str, Any]) -> tuple[str, str]:
 
 
 def model_volumes(spec: Mapping[str, Any], check: Check) -> frozenset[str]:
-    """The names of the volumes the verifier reads, and of every volume with the same source."""
+    """The names of the volumes the verifier reads, of every volume with the same source, and of
+    every host path (a node's folder can hold any claim's files)."""
     volumes = [v for v in spec.get("volumes") or [] if isinstance(v, Mapping)]
     read = {m.get("name") for m in check.mounts}
     sources = {_source(v) for v in volumes if v.get("name") in read}
-    return frozenset(str(v.get("name")) for v in volumes if v.get("name") in read or _source(v) in sources)
+    return frozenset(str(v.get("name")) for v in volumes
+                     if v.get("name") in read or _source(v) in sources or "hostPath" in v)  # fmt: skip
 
 
 def _first_difference(found: Mapping[str, Any], want: Mapping[str, Any]) -> str:
