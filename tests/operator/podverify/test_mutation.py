@@ -188,3 +188,50 @@ def test_the_verifier_docs_show_is_the_one_the_mutation_adds() -> None:
     finally:
         del VERDICTS["qwen"], SERVICES["qwen"]
     assert verifier(pod) == shown
+
+
+def test_llmkubes_other_layouts_are_placed_where_its_runtime_is_told() -> None:
+    """v0.9.19's emptyDir layout (no cache key: /models/<ns>-<name>.gguf on an emptyDir) and a pvc://
+    draft merged beside a cached main Model (its claim remounted under /draft, -md following it)."""
+    pod = cached_pod(NS, "spec", "one", SOURCE)
+    pod["spec"]["volumes"] = [{"name": "model-storage", "emptyDir": {}}]
+    runtime = pod["spec"]["containers"][0]
+    runtime["volumeMounts"] = [{"name": "model-storage", "mountPath": "/models", "readOnly": True}]
+    runtime["args"][1] = f"/models/{NS}-one.gguf"
+    pod["spec"]["volumes"].append({"name": "model-source", "persistentVolumeClaim": {"claimName": "drafts"}})
+    runtime["volumeMounts"].append(
+        {"name": "model-source", "mountPath": "/draft/model-source", "readOnly": True}
+    )
+    runtime["args"] += ["-md", "/draft/model-source/d.gguf"]
+    found = verifier(mutated(pod, NS, lookup, services))
+    assert found["args"] == [
+        "--expect",
+        D,
+        "/draft/model-source/d.gguf",
+        "--expect",
+        A,
+        f"/models/{NS}-one.gguf",
+    ]
+    assert found["volumeMounts"] == [
+        {"name": "model-source", "mountPath": "/draft/model-source", "readOnly": True},
+        {"name": "model-storage", "mountPath": "/models", "readOnly": True},
+    ]
+
+
+def test_an_image_bound_model_needs_no_verifier_but_must_be_read_from_its_image() -> None:
+    """A pinned oci:// image: the digest binds its files (the registry and the runtime check them)."""
+    image = "registry.example/m@sha256:" + "e" * 64
+    VERDICTS["image"] = ModelVerdict(1, True, "admitted", loaded=LoadedFiles(image=image))
+    SERVICES["image"] = {"modelRef": "image"}
+    try:
+        pod = cached_pod(NS, "image", "image", SOURCE)
+        pod["spec"]["initContainers"] = []
+        pod["spec"]["volumes"] = [{"name": "model-cache", "image": {"reference": image}}]
+        assert mutated(pod, NS, lookup, services) == pod  # nothing to add
+        from tests.operator.podverify.test_pod_rules import judge
+
+        assert judge(pod).allowed
+        pod["spec"]["volumes"] = [{"name": "model-cache", "image": {"reference": image.replace("e", "f")}}]
+        assert "is not on an image volume of" in judge(pod).message
+    finally:
+        del VERDICTS["image"], SERVICES["image"]
