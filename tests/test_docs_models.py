@@ -1,12 +1,12 @@
 """Every Model the README and docs/ show is one LLMKube's newer Model schema takes.
 
-The schema is /work/shared/seed's rendering of the newer CRD (inference.llmkube.dev/v1alpha1
-Model), which is not a file this repository may copy or a test may read (only .ci/run may name
-../shared): :data:`NEWER_SPEC` and :func:`newer_refusals` restate, by hand, the fields it has
-and the rules its field texts state (the patterns, enums and limits, and the admission rules:
-spec.sha256 not with spec.files or spec.mmproj nor on an oci:// source, spec.fileSha256 not with
-spec.sha256 nor keyed by a glob, spec.source omitted only when every file is an absolute URL,
-prefetchOCI's required fields). v0.9.19's real CRD is applied by tests/cluster/test_docs_models.py.
+The newer schema is known here from its rendered field reference (the CRD's page, not part of this
+repository, which copies nothing of LLMKube's): :data:`NEWER_SPEC` and :func:`newer_refusals`
+restate, by hand, the fields it has and the rules its field texts state (the patterns, enums and
+limits, and the admission rules: spec.sha256 not with spec.files or spec.mmproj nor on an oci://
+source, spec.fileSha256 not with spec.sha256 nor keyed by a glob, spec.source omitted only when
+every file is an absolute URL, prefetchOCI's required fields). v0.9.19's real CRD is applied by
+tests/cluster/test_docs_models.py.
 """
 
 from __future__ import annotations
