@@ -53,6 +53,8 @@ def test_both_naming_different_envelopes_is_refused() -> None:
     ("value", "shown"),
     [
         ("../x/y", "'../x/y'"),
+        ("att/..", "'att/..'"),
+        ("att/..data", "'att/..data'"),
         ("att", "'att'"),
         ("att/", "'att/'"),
         ("/key", "'/key'"),

@@ -62,7 +62,10 @@ def annotation_value(model: Mapping[str, Any]) -> str | None:
 def _from_annotation(value: str) -> Reference:
     field = f"annotation {ANNOTATION}"
     name, sep, key = value.partition("/")
-    if not sep or "/" in key or not is_subdomain(name) or _KEY.fullmatch(key) is None:
+    bad_key = (
+        _KEY.fullmatch(key) is None or key in (".", "..") or key.startswith("..")
+    )  # as the API checks it
+    if not sep or "/" in key or not is_subdomain(name) or bad_key:
         return Reference("", "", field, f"{field} {_shown(value)} is not NAME/KEY (a ConfigMap in the"
                                         " Model's namespace, and the key holding the envelope)")  # fmt: skip
     return Reference(name, key, field)
