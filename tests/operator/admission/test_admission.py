@@ -333,3 +333,28 @@ def test_an_update_that_leaves_the_spec_alone_is_allowed() -> None:
         assert decide(unchanged, Mode.ENFORCE, lookup).allowed
         changed = {**request, "oldObject": {**obj, "spec": {**obj["spec"], "name": "was"}}}
         assert not decide(changed, Mode.ENFORCE, lookup).allowed
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"sglangConfig": {"trustRemoteCode": True}},
+        {"extraArgs": ["--trust-remote-code"]},
+        {"extraArgs": ["--trust_remote_code=true"]},
+    ],
+)
+def test_remote_code_is_refused_unless_the_models_code_is_attested(spec: dict[str, Any]) -> None:
+    """The runtime would run the Model's Python modules: only attested ones (a folder listing them)."""
+    denied = decide(isvc("good", spec=spec), Mode.ENFORCE, lookup)
+    assert (
+        not denied.allowed and "runs the Model's Python code, and no attested file is code" in denied.message
+    )
+    coded = LoadedFiles((LoadedFile("model.safetensors", SHA, "spec.files[0]"),
+                         LoadedFile("modeling.py", SHA, "spec.files[1]")), folder=True)  # fmt: skip
+    with_code = ModelVerdict(2, True, "admitted", loaded=coded)
+    assert decide(isvc("good", spec=spec), Mode.ENFORCE, lambda ns, n: (2, with_code)).allowed
+    assert decide(
+        isvc("good", spec={"sglangConfig": {"trustRemoteCode": False}}), Mode.ENFORCE, lookup
+    ).allowed
+    malformed = decide(isvc("good", spec={"sglangConfig": {"trustRemoteCode": "yes"}}), Mode.ENFORCE, lookup)
+    assert not malformed.allowed and "trustRemoteCode is not a boolean" in malformed.message
