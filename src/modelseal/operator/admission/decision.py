@@ -97,7 +97,8 @@ def _through(service: str, namespace: str, weights: ServedWeights) -> ServedWeig
 
 
 def _pod(obj: Mapping[str, Any], namespace: str, services: ServiceLookup) -> ServedWeights | None:
-    labels = (obj.get("metadata") or {}).get("labels") or {}
+    meta = obj.get("metadata")
+    labels = (meta.get("labels") if isinstance(meta, Mapping) else None) or {}
     if not isinstance(labels, Mapping):
         return ServedWeights(malformed=("metadata.labels is not an object",))
     model, service = labels.get(MODEL_LABEL), labels.get(SERVICE_LABEL)

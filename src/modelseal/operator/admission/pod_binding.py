@@ -31,7 +31,8 @@ DRAFT_FIELD = "spec.speculativeDecoding.draftModelRef"
 
 
 def _labels(pod: Mapping[str, Any]) -> Mapping[str, Any]:
-    labels = (pod.get("metadata") or {}).get("labels")
+    meta = pod.get("metadata")
+    labels = meta.get("labels") if isinstance(meta, Mapping) else None
     return labels if isinstance(labels, Mapping) else {}
 
 

@@ -119,9 +119,11 @@ def guarded(container: Mapping[str, Any]) -> dict[str, Any]:
             and m.get("readOnly") is True
         )
 
-    mounts = [m for m in found.get("volumeMounts") or [] if not token(m)]
-    if mounts:
-        found["volumeMounts"] = mounts
-    else:
-        found.pop("volumeMounts", None)
+    given = found.get("volumeMounts")
+    if isinstance(given, list):
+        mounts = [m for m in given if not token(m)]
+        if mounts:
+            found["volumeMounts"] = mounts
+        else:
+            found.pop("volumeMounts", None)
     return found

@@ -97,15 +97,15 @@ class _Flags:
 def runtime_containers(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """The containers that run beside the runtime: the regular ones and native sidecars (a verifier
     made a sidecar is the validating webhook's to refuse, as changed)."""
-    regular = [c for c in spec.get("containers") or [] if isinstance(c, Mapping)]
-    inits = [c for c in spec.get("initContainers") or [] if isinstance(c, Mapping) and c.get("name") != NAME]
+    regular = [c for c in _list(spec.get("containers")) if isinstance(c, Mapping)]
+    inits = [c for c in _list(spec.get("initContainers")) if isinstance(c, Mapping) and c.get("name") != NAME]
     sidecars = [c for c in inits if c.get("restartPolicy") == "Always"]
     return regular + sidecars
 
 
 def _tokens(container: Mapping[str, Any], flags: _Flags) -> list[str]:
-    command = [str(c) for c in container.get("command") or []]
-    args = [str(a) for a in container.get("args") or []]
+    command = [str(c) for c in _list(container.get("command"))]
+    args = [str(a) for a in _list(container.get("args"))]
     if not command:
         return args
     positional = RUNTIME_COMMANDS.get(tuple(command))
@@ -138,10 +138,18 @@ def _read_flags(container: Mapping[str, Any]) -> _Flags:
     return flags
 
 
+def _list(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _mounts(container: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return [m for m in _list(container.get("volumeMounts")) if isinstance(m, Mapping)]
+
+
 def _covering(container: Mapping[str, Any], path: str) -> Mapping[str, Any] | None:
     """The container's mount that holds ``path`` (the deepest one)."""
     best: Mapping[str, Any] | None = None
-    for mount in container.get("volumeMounts") or []:
+    for mount in _mounts(container):
         where = str(mount.get("mountPath") or "").rstrip("/") or "/"
         inside = path == where or path.startswith(where.rstrip("/") + "/")
         if inside and (best is None or len(where) > len(str(best.get("mountPath")).rstrip("/"))):
@@ -155,10 +163,11 @@ class _Placer:
         self.allow = allow
         self.out = Placement()
         self.files: dict[str, Expectation] = {}
-        found = spec.get("volumes") or []
-        self.volumes = (
-            {v.get("name"): v for v in found if isinstance(v, Mapping)} if isinstance(found, list) else {}
-        )
+        self.volumes = {
+            v["name"]: v
+            for v in _list(spec.get("volumes"))
+            if isinstance(v, Mapping) and isinstance(v.get("name"), str)
+        }
         self.exact: list[str] = []
         self.mounts: dict[str, Mapping[str, Any]] = {}
 
@@ -178,7 +187,7 @@ class _Placer:
                 " mount propagation: what it sees can change after the check"
             )
             return False
-        volume = self.volumes.get(mount.get("name")) or {}
+        volume = self.volumes.get(str(mount.get("name"))) or {}
         live = sorted(set(volume) & _LIVE_VOLUMES)
         if live:
             self.out.problems.append(
@@ -187,7 +196,7 @@ class _Placer:
             )
             return False
         base = str(mount.get("mountPath")).rstrip("/") or "/"
-        for m in container.get("volumeMounts") or []:  # the mount, and every mount nested in it
+        for m in _mounts(container):  # the mount, and every mount nested in it
             where = str(m.get("mountPath") or "")
             if where == base or where.startswith(base.rstrip("/") + "/"):
                 kept = {k: m[k] for k in ("name", "mountPath", "subPath") if m.get(k)}
@@ -221,7 +230,7 @@ class _Placer:
             return
         if loaded.image is not None:
             mount = _covering(container, path)
-            volume = self.volumes.get(mount.get("name")) if mount else None
+            volume = self.volumes.get(str(mount.get("name"))) if mount else None
             reference = ((volume or {}).get("image") or {}).get("reference")
             if reference != loaded.image:
                 self.out.problems.append(
@@ -273,7 +282,7 @@ def place(
             placer.unattested(f"container {name} {flags.unreadable}")
         for text in flags.other:
             placer.unattested(f"container {name} loads {text}, which no Model attests")
-        for variable in flags.container.get("env") or []:
+        for variable in _list(flags.container.get("env")):
             if isinstance(variable, Mapping) and variable.get("name") in WEIGHT_ENV:
                 placer.unattested(f"container {name} sets {variable['name']}: llama.cpp loads"
                                   f" {WEIGHT_ENV[str(variable['name'])]} from it")  # fmt: skip

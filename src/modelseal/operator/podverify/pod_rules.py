@@ -47,11 +47,12 @@ def _source(volume: Mapping[str, Any]) -> tuple[str, str]:
 def model_volumes(spec: Mapping[str, Any], check: Check) -> frozenset[str]:
     """The names of the volumes the verifier reads, of every volume with the same source, and of
     every host path (a node's folder can hold any claim's files)."""
-    volumes = [v for v in spec.get("volumes") or [] if isinstance(v, Mapping)]
-    read = {m.get("name") for m in check.mounts}
-    sources = {_source(v) for v in volumes if v.get("name") in read}
+    found = spec.get("volumes")
+    volumes = [v for v in found if isinstance(v, Mapping)] if isinstance(found, list) else []
+    read = {str(m.get("name")) for m in check.mounts}
+    sources = {_source(v) for v in volumes if str(v.get("name")) in read}
     return frozenset(str(v.get("name")) for v in volumes
-                     if v.get("name") in read or _source(v) in sources or "hostPath" in v)  # fmt: skip
+                     if str(v.get("name")) in read or _source(v) in sources or "hostPath" in v)  # fmt: skip
 
 
 def _first_difference(found: Mapping[str, Any], want: Mapping[str, Any]) -> str:
@@ -61,21 +62,32 @@ def _first_difference(found: Mapping[str, Any], want: Mapping[str, Any]) -> str:
     return ""
 
 
+def _inits(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The init containers, in order (one that is not an object counts as an empty one)."""
+    found = spec.get("initContainers")
+    return [c if isinstance(c, Mapping) else {} for c in found] if isinstance(found, list) else []
+
+
+def _items(container: Mapping[str, Any], field: str) -> list[Mapping[str, Any]]:
+    found = container.get(field)
+    return [m for m in found if isinstance(m, Mapping)] if isinstance(found, list) else []
+
+
 def _writers(spec: Mapping[str, Any], volumes: frozenset[str], verifier_at: int) -> list[str]:
     """Containers that can write a verified volume after (or while) the verifier checks it."""
     out = []
-    inits = [c for c in spec.get("initContainers") or [] if isinstance(c, Mapping)]
+    inits = _inits(spec)
     later = [c for i, c in enumerate(inits) if i > verifier_at or c.get("restartPolicy") == "Always"]
-    for container in [*later, *(c for c in spec.get("containers") or [] if isinstance(c, Mapping))]:
+    for container in [*later, *_items(spec, "containers")]:
         if container.get("name") == NAME:
             continue
         name = printable(str(container.get("name")))
-        for mount in container.get("volumeMounts") or []:
-            if mount.get("name") in volumes and mount.get("readOnly") is not True:
+        for mount in _items(container, "volumeMounts"):
+            if str(mount.get("name")) in volumes and mount.get("readOnly") is not True:
                 out.append(f"container {name!r} mounts the model volume {printable(str(mount.get('name')))!r}"
                            " writable: it could change a file after the check")  # fmt: skip
-        for device in container.get("volumeDevices") or []:
-            if device.get("name") in volumes:
+        for device in _items(container, "volumeDevices"):
+            if str(device.get("name")) in volumes:
                 out.append(f"container {name!r} has the model volume {printable(str(device.get('name')))!r}"
                            " as a block device")  # fmt: skip
     return out
@@ -83,7 +95,7 @@ def _writers(spec: Mapping[str, Any], volumes: frozenset[str], verifier_at: int)
 
 def pod_problems(spec: Mapping[str, Any], check: Check, image: str) -> list[str]:
     """Why the Pod ``spec`` does not run the verifier ``check`` asks for, safely (empty: it does)."""
-    inits = [c if isinstance(c, Mapping) else {} for c in spec.get("initContainers") or []]
+    inits = _inits(spec)
     at = [i for i, c in enumerate(inits) if c.get("name") == NAME]
     if not at:
         return [
