@@ -103,9 +103,10 @@ def test_llmkube_has_no_crd_writes_conditions_and_serves_the_webhook() -> None:
         }
     # a serving Pod is sent once, through its InferenceService's label; a Pod with the Model label
     # only (a prefetch Pod) by that; a Pod with neither never
+    # and an UPDATE that changes a Pod's spec (an image in place, an ephemeral container) is judged again
     for name in ("pods.modelseal.dev", "model-pods.modelseal.dev"):
-        assert hooks[name]["rules"] == [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
-                                         "resources": ["pods"], "scope": "Namespaced"}]  # fmt: skip
+        assert hooks[name]["rules"] == [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
+                                         "resources": ["pods", "pods/ephemeralcontainers"], "scope": "Namespaced"}]  # fmt: skip
     assert hooks["pods.modelseal.dev"]["objectSelector"] == {
         "matchExpressions": [{"key": "inference.llmkube.dev/service", "operator": "Exists"}]
     }
@@ -128,9 +129,11 @@ def test_llmkube_has_no_crd_writes_conditions_and_serves_the_webhook() -> None:
     assert verify["name"] == "verify-pods.modelseal.dev" and verify["reinvocationPolicy"] == "IfNeeded"
     assert verify["clientConfig"]["service"] == {**hooks["pods.modelseal.dev"]["clientConfig"]["service"],
                                                  "path": "/mutate-pods"}  # fmt: skip
-    # the Pods it mutates are exactly those the validating pods webhook requires the verifier of
+    # the Pods it mutates are exactly those the validating pods webhook requires the verifier of;
+    # it mutates their creation only (a Pod's init containers cannot be added later)
+    assert verify["rules"] == [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                                "resources": ["pods"], "scope": "Namespaced"}]  # fmt: skip
     for field in (
-        "rules",
         "objectSelector",
         "namespaceSelector",
         "failurePolicy",

@@ -322,3 +322,29 @@ async def test_the_own_cert_overlay_gives_the_mutating_webhook_its_ca_bundle(dep
     assert (
         hook["reinvocationPolicy"] == "IfNeeded" and hook["clientConfig"]["service"]["path"] == "/mutate-pods"
     )
+
+
+async def test_a_running_pods_verifier_and_model_volume_cannot_be_changed_afterwards(
+    admin: Kube, namespace: str, webhook: Webhook
+) -> None:
+    """The API server lets an UPDATE change an init container's image in place, and adds ephemeral
+    containers through pods/ephemeralcontainers: both reach /validate-pods and are judged."""
+    await _service(admin, namespace, "https")
+    r = await admin.request("POST", f"/api/v1/namespaces/{namespace}/pods", json=_pod_for(namespace, "https"))
+    assert r.status_code == 201, r.text
+    path = f"/api/v1/namespaces/{namespace}/pods/{r.json()['metadata']['name']}"
+    inits = r.json()["spec"]["initContainers"]
+    swapped = [{**c, "image": "busybox"} if c["name"] == NAME else c for c in inits]
+    update = await admin.request("PATCH", path, json={"spec": {"initContainers": swapped}},
+                                 headers={"Content-Type": "application/strategic-merge-patch+json"})  # fmt: skip
+    assert update.status_code == 403 and "field image differs" in update.json()["message"], update.text
+    debug = {"spec": {"ephemeralContainers": [{"name": "debugger", "image": "busybox",
+                                               "volumeMounts": [{"name": "model-cache", "mountPath": "/m"}]}]}}  # fmt: skip
+    added = await admin.request("PATCH", f"{path}/ephemeralcontainers", json=debug,
+                                headers={"Content-Type": "application/strategic-merge-patch+json"})  # fmt: skip
+    assert added.status_code == 403, added.text
+    assert "container 'debugger' mounts the model volume 'model-cache' writable" in added.json()["message"]
+    debug["spec"]["ephemeralContainers"][0]["volumeMounts"][0]["readOnly"] = True  # type: ignore[index]
+    allowed = await admin.request("PATCH", f"{path}/ephemeralcontainers", json=debug,
+                                  headers={"Content-Type": "application/strategic-merge-patch+json"})  # fmt: skip
+    assert allowed.status_code == 200, allowed.text

@@ -85,8 +85,18 @@ def test_the_same_name_in_another_namespace_is_another_model() -> None:
 
 def test_pods_without_the_label_and_other_operations_are_allowed() -> None:
     assert decide(pod(None), Mode.ENFORCE, lookup).allowed
-    assert decide(pod("bad", operation="UPDATE"), Mode.ENFORCE, lookup).allowed
+    unchanged = pod("bad", operation="UPDATE")
+    unchanged["oldObject"] = unchanged["object"]  # a label or a finalizer changed, not the spec
+    assert decide(unchanged, Mode.ENFORCE, lookup).allowed
     assert decide(pod("bad", operation="DELETE"), Mode.ENFORCE, lookup).allowed
+
+
+def test_a_pod_update_that_changes_the_spec_is_judged_as_its_result() -> None:
+    """An (init) container's image changed in place, or an ephemeral container added: judged again."""
+    changed = pod("bad", operation="UPDATE")
+    changed["oldObject"] = {**changed["object"], "spec": {"containers": [{"name": "c", "image": "old"}]}}
+    denied = decide(changed, Mode.ENFORCE, lookup)
+    assert not denied.allowed and f"Model ml/bad (label {MODEL_LABEL}) is not admitted" in denied.message
 
 
 @pytest.mark.parametrize(

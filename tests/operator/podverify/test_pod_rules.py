@@ -295,3 +295,38 @@ def test_a_model_file_on_a_volume_the_api_rewrites_is_refused(kind: str) -> None
     pod["spec"]["volumes"] = [{"name": "model-cache", kind: {"name": "weights"}}]
     decision = judge(mutated(pod, NS, lookup, services))
     assert not decision.allowed and f"is on a {kind} volume" in decision.message
+
+
+def _update(old: Pod, new: Pod, subresource: str | None = None) -> AdmissionDecision:
+    request = {**review(new, NS)["request"], "operation": "UPDATE", "oldObject": old}
+    if subresource:
+        request["subResource"] = subresource
+    return decide(request, Mode.ENFORCE, lookup, services, verifier_image=IMAGE)
+
+
+def test_a_running_pods_verifier_image_changed_in_place_is_refused() -> None:
+    """Kubernetes lets an UPDATE change an init container's image: the verifier would run another
+    program at the Pod's next start. Allowed before (only CREATE was judged)."""
+    before = good()
+    after = copy.deepcopy(before)
+    verifier(after)["image"] = "evil.example/modelseal:1"
+    denied = _update(before, after)
+    assert not denied.allowed and "field image differs" in denied.message
+    relabelled = copy.deepcopy(before)
+    relabelled["metadata"]["labels"]["extra"] = "x"
+    assert _update(before, relabelled).allowed
+
+
+def test_an_ephemeral_container_writing_the_model_volume_is_refused() -> None:
+    """kubectl debug adds an ephemeral container to a running Pod, beside the runtime."""
+    before = good()
+    after = copy.deepcopy(before)
+    after["spec"]["ephemeralContainers"] = [{"name": "debugger", "image": CURL,
+                                             "volumeMounts": [{"name": "model-cache", "mountPath": "/m"}]}]  # fmt: skip
+    denied = _update(before, after, "ephemeralcontainers")
+    assert (
+        not denied.allowed
+        and "container 'debugger' mounts the model volume 'model-cache' writable" in denied.message
+    )
+    after["spec"]["ephemeralContainers"][0]["volumeMounts"][0]["readOnly"] = True
+    assert _update(before, after, "ephemeralcontainers").allowed

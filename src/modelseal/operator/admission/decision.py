@@ -13,8 +13,12 @@ so the webhook answers without an API call. What each object brings is read by
 - a Pod CREATE with the label ``inference.llmkube.dev/service`` is judged
   through that InferenceService, looked up in the Pod's own namespace (a label
   carries no namespace), by the same rule; an InferenceService the operator has
-  not seen is denied. Its ``inference.llmkube.dev/model`` label is judged too. A
-  Pod with the model label only (LLMKube's prefetch Pods) is judged by it alone;
+  not seen is denied. Its ``inference.llmkube.dev/model`` label is judged too,
+  and it must run the verifier its Models' verdicts give
+  (:mod:`modelseal.operator.podverify`). A Pod with the model label only
+  (LLMKube's prefetch Pods) is judged by it alone. A Pod UPDATE that changes its
+  spec (an init container's or a container's image, an ephemeral container added
+  through ``pods/ephemeralcontainers``) is judged as a CREATE of the result;
 - a LoRAAdapter CREATE or UPDATE brings unattested weights (``spec.path``);
 - an UPDATE that leaves ``spec`` as it was (a label, a finalizer removed on
   delete) brings nothing new and is allowed, so a revoked Model never leaves an
@@ -127,7 +131,7 @@ def _brought(
 ) -> ServedWeights | None:
     """What the object brings into a serving Pod; None: the rule does not apply to it."""
     if kind == "Pod":
-        return _pod(obj, namespace, services) if operation == "CREATE" else None
+        return _pod(obj, namespace, services) if operation in ("CREATE", "UPDATE") else None
     if operation not in ("CREATE", "UPDATE"):
         return None
     if kind == "InferenceService":

@@ -13,9 +13,10 @@ verdicts and refuses a serving Pod when:
 - a regular init container follows it (it could change the files after the
   check; native sidecars may follow, they are judged by their mounts);
 - any container other than the regular init containers before it can write to
-  a volume the verifier reads: a regular container or a native sidecar (which
+  a volume the verifier reads: a regular container, a native sidecar (which
   runs beside the runtime, so it could swap a file between the check and the
-  load) mounting it without ``readOnly``, or as a raw block device. A volume
+  load) or an ephemeral container (added to a running Pod) mounting it without
+  ``readOnly``, or as a raw block device. A volume
   naming the same claim (or the same source) under another name counts as the
   same volume, and so does every host path (a node's folder can be where a
   claim's files are).
@@ -78,7 +79,7 @@ def _writers(spec: Mapping[str, Any], volumes: frozenset[str], verifier_at: int)
     out = []
     inits = _inits(spec)
     later = [c for i, c in enumerate(inits) if i > verifier_at or c.get("restartPolicy") == "Always"]
-    for container in [*later, *_items(spec, "containers")]:
+    for container in [*later, *_items(spec, "containers"), *_items(spec, "ephemeralContainers")]:
         if container.get("name") == NAME:
             continue
         name = printable(str(container.get("name")))
