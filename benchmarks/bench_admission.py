@@ -6,11 +6,14 @@ of two keys (no rule), SLSA provenance from a tagged build, an ML-BOM of 200
 components with no high finding, a scan result, and a model card; four
 attestations of each type, every one signed by its requirement's keys, the one
 that meets it last, so every signature is checked and every rule runs (16
-rules over 16 predicates). Measured: the judgement in-process (signatures,
-then the rules in their one child process), the rules alone, and a whole
-``modelseal verify ENV x20 --sha256 D --policy FILE`` process.
+rules over 16 predicates). Measured, side by side: judging again and again
+with a child process started for each judgement (the baseline, as rules ran
+before the evaluator was kept) and with the process's kept evaluator, one
+thread and four threads at once: child starts and time per judgement; then
+the rules alone, and a whole ``modelseal verify ENV x20 --sha256 D --policy
+FILE`` process.
 
-    python -m benchmarks.bench_admission [--rounds 7]
+    python -m benchmarks.bench_admission [--rounds 7] [--judgements 20]
 """
 
 from __future__ import annotations
@@ -19,7 +22,9 @@ import argparse
 import statistics
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -27,7 +32,7 @@ from typing import Any
 from benchmarks.common import machine, measure
 from modelseal.attest.policy.admission import Candidate, judge_admission
 from modelseal.attest.policy.admission_policy import AdmissionPolicy, load_any_policy
-from modelseal.attest.policy.cel_rules import evaluate_rules
+from modelseal.attest.policy.rule_worker import RuleWorker
 from modelseal.attest.signing.private_keys import SigningKey, generate_key, write_key_pair
 from modelseal.attest.signing.sign import make_statement, sign_payload
 from modelseal.attest.socair.verifier import ExpectedDigest
@@ -93,9 +98,26 @@ def signers(keys: dict[str, SigningKey]) -> dict[str, list[SigningKey]]:
     }
 
 
+def judged(rules: RuleWorker, judge: Callable[[RuleWorker], None], judgements: int, threads: int) -> float:
+    """Seconds per judgement, ``judgements`` of them split over ``threads`` threads."""
+
+    def run(count: int) -> None:
+        for _ in range(count):
+            judge(rules)
+
+    start = time.perf_counter()
+    workers = [threading.Thread(target=run, args=(judgements // threads,)) for _ in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    return (time.perf_counter() - start) / judgements
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--judgements", type=int, default=20, help="per round and contender")
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="bench-admission-"))
     keys = {n: generate_key() for n in ("alice", "bob", "builder", "scanner")}
@@ -116,42 +138,52 @@ def main() -> int:
     candidates = [Candidate(p.name, p.read_bytes()) for p in envelopes]
     size = sum(len(c.envelope or b"") for c in candidates)
 
-    result = judge_admission(policy, candidates, ExpectedDigest(DIGEST), now=NOW)
-    assert result.verdict.admitted, result.verdict.message
-    judged, rules_only = [], []
+    def judge(rules: RuleWorker) -> None:
+        result = judge_admission(policy, candidates, ExpectedDigest(DIGEST), now=NOW, rules=rules)
+        assert result.verdict.admitted, result.verdict.message
+
     jobs: list[tuple[Any, dict[str, Any]]] = [
-        (
-            r.rule,
-            {
-                "predicate": {"license": "mit"},
-                "predicateType": "t",
-                "subject": [],
-                "signers": [],
-                "now": NOW.isoformat(),
-                "issued": None,
-            },
-        )
+        (r.rule, {"predicate": {"license": "mit"}, "predicateType": "t", "subject": {}, "subjects": [],
+                  "signers": [], "now": NOW.isoformat(), "issued": None})
         for r in policy.requirements
         if r.rule is not None and r.name == "model-card"
-    ] * 16
-    for _ in range(args.rounds):
-        start = time.perf_counter()
-        judge_admission(policy, candidates, ExpectedDigest(DIGEST), now=NOW)
-        judged.append(time.perf_counter() - start)
-        start = time.perf_counter()
-        evaluate_rules(jobs)
-        rules_only.append(time.perf_counter() - start)
+    ] * 16  # fmt: skip
+    contenders = [(f"{label}, {threads} thread(s)", reuse, threads)
+                  for threads in (1, 4) for label, reuse in (("a child per judgement (baseline)", False),
+                                                             ("the kept evaluator", True))]  # fmt: skip
+    seconds: dict[str, list[float]] = {label: [] for label, _, _ in contenders}
+    starts: dict[str, int] = dict.fromkeys(seconds, 0)
+    rules_only: list[float] = []
+    for round_number in range(args.rounds):
+        turned = contenders[round_number % len(contenders) :] + contenders[: round_number % len(contenders)]
+        for label, reuse, threads in turned:
+            with RuleWorker(reuse=reuse) as rules:
+                judge(rules)  # a kept evaluator has started before the steady state is measured
+                before = rules.starts
+                seconds[label].append(judged(rules, judge, args.judgements, threads))
+                starts[label] += rules.starts - before
+        with RuleWorker() as rules:
+            rules.evaluate(jobs[:1])
+            start = time.perf_counter()
+            rules.evaluate(jobs)
+            rules_only.append(time.perf_counter() - start)
     argv = [sys.executable, "-m", "modelseal", "verify", *map(str, envelopes), "--sha256", DIGEST,
             "--policy", str(folder / "policy.yaml"), "--at", NOW.isoformat()]  # fmt: skip
     runs = [measure(argv) for _ in range(args.rounds)]
 
     print(machine())
     print(f"policy: 5 requirements, 4 rules; 20 envelopes ({size / 1024:.0f} KiB), 16 rules evaluated")
-    ms = [t * 1000 for t in judged]
-    print(f"judge_admission in-process: median {statistics.median(ms):.0f} ms"
-          f" (min {min(ms):.0f}, max {max(ms):.0f}) over {args.rounds} rounds")  # fmt: skip
+    print(f"judging again, {args.judgements} judgements per round, {args.rounds} rounds (order turned):")
+    base: dict[int, float] = {}
+    for label, _, threads in contenders:
+        ms = statistics.median(seconds[label]) * 1000
+        base.setdefault(threads, ms)
+        per = starts[label] / (args.judgements * args.rounds)
+        print(f"  {label:<48} {ms:7.1f} ms per judgement (min {min(seconds[label]) * 1000:.1f},"
+              f" max {max(seconds[label]) * 1000:.1f})  {per:5.2f} child starts per judgement"
+              f"  {ms / base[threads]:5.2f}x")  # fmt: skip
     rules_ms = statistics.median(rules_only) * 1000
-    print(f"  the same number of trivial rules alone (one child process): median {rules_ms:.0f} ms")
+    print(f"sixteen trivial rules alone, in the kept evaluator: median {rules_ms:.1f} ms")
     wall, user = statistics.median(r.wall for r in runs), statistics.median(r.user for r in runs)
     print(f"modelseal verify (whole process): median {wall * 1000:.0f} ms wall, {user * 1000:.0f} ms user,"
           f" peak RSS {max(r.rss for r in runs):.0f} MB")  # fmt: skip

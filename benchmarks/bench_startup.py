@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Start-up: one whole ``modelseal`` process, as a CI step or an admission script pays it.
 
-``modelseal --version`` and ``modelseal verify`` of the socair fixture, beside
+``modelseal --version``, ``modelseal verify`` of the socair fixture and
+``modelseal verify-files`` of one small file (the serving Pod's init
+container: issue 29 wants it within 8x too), beside
 a bare ``python -c pass`` (the interpreter's own start-up), each a fresh
 process, round by round; the median wall, user and system time, the spread
 and peak RSS are printed, and each command's median wall and CPU (user +
@@ -14,6 +16,7 @@ within 8x). ``python -X importtime -m modelseal ...`` shows where the rest goes.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import statistics
 import sys
 from pathlib import Path
@@ -36,10 +39,14 @@ def main() -> None:
         "--trusted",
         str(SOCAIR / "operator.pub"),
     ]
+    envelope = SOCAIR / "authorized.dsse.json"
+    verify_files = [modelseal, "verify-files", "--expect", hashlib.sha256(envelope.read_bytes()).hexdigest()]
+    verify_files.append(str(envelope))
     contenders: list[Contender] = [
         ("python -c pass", lambda: [sys.executable, "-c", "pass"]),
         ("modelseal --version", lambda: [modelseal, "--version"]),
         ("modelseal verify (socair fixture)", lambda: verify),
+        ("modelseal verify-files (one file)", lambda: verify_files),
     ]
     print(f"machine: {machine()}\n\nwhole process, median of {args.runs} paired runs (min-max):")
     summaries = paired(contenders, args.runs)

@@ -4,10 +4,26 @@
 # modules at the releases pinned in scripts/cluster/*/go.mod (go.sum checks every byte) and cached
 # outside the repository, and LLMKube's controller manager beside them.
 #
-#   bash scripts/cluster.sh up DIR      build on first use, start, write DIR/kubeconfig (admin)
+#   bash scripts/cluster.sh up DIR      build on first use, start, write DIR/kubeconfig (admin);
+#                                       with LLMKube: its CRDs, PriorityClasses and manager
+#   bash scripts/cluster.sh up DIR --without-llmkube
+#                                       modelseal alone: the Model CRD of deploy/crd, no LLMKube
 #   bash scripts/cluster.sh down DIR    stop what `up DIR` started, by the PIDs it recorded
-#   bash scripts/cluster.sh restart DIR kube-apiserver|kube-controller-manager|etcd
+#   bash scripts/cluster.sh restart DIR kube-apiserver|kube-controller-manager|etcd|llmkube
 #   bash scripts/cluster.sh build       build (or find in the cache) and print where
+#
+# LLMKube (the default) is installed as its Helm chart would: the CRDs the chart ships
+# (inference.llmkube.dev and federation.llmkube.dev, from config/crd/bases), its five
+# PriorityClasses (its serving Pods name llmkube-normal by default), and the manager, run here out
+# of cluster as a client certificate of its own in system:masters (CN llmkube-manager, so the audit
+# log tells its requests apart) with --leader-elect=false, its health probe and (plain HTTP)
+# metrics on free loopback ports (DIR/llmkube-metrics-port) and --allowed-remote-hosts=127.0.0.1
+# (its SSRF guard refuses loopback sources otherwise). `up` waits for its first reconcile: a probe
+# Model in llmkube-system that only its Model controller turns Ready; then deletes it. Its own
+# webhooks (the chart's Model defaulter, failurePolicy Ignore, which only sets
+# spec.hardware.accelerator for GPU Models, and its ModelRouter validator) are not run: its
+# webhook server binds every interface (no flag sets the address), and servers here bind to
+# loopback only; without --webhook-cert-path the manager registers none.
 #
 # There is no kubelet, scheduler or kube-proxy: Pods are created, admitted and owned as on any
 # cluster, but nothing runs them (the tests play the kubelet where they need one).
@@ -44,7 +60,7 @@ step() { printf '[cluster %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 die() { printf 'cluster.sh: %s\n' "$*" >&2; exit 1; }
 
 usage() {
-  echo "usage: bash scripts/cluster.sh up DIR | down DIR | restart DIR COMPONENT | build" >&2
+  echo "usage: bash scripts/cluster.sh up DIR [--without-llmkube] | down DIR | restart DIR COMPONENT | build" >&2
   exit 2
 }
 
@@ -119,6 +135,7 @@ control_plane() {
     if [ -x "$BUILD/kcm/kube-controller-manager" ] && [ "$(cat "$BUILD/kcm/stamp" 2>/dev/null)" = "$STAMP" ]; then
       step "kube-controller-manager $K8S_VERSION: $BUILD/kcm (cached; envtest's layout has none)"
     elif [ -x "$BIN/kube-controller-manager" ] && built; then
+      step "kube-controller-manager $K8S_VERSION: $BIN (cached; envtest's layout has none)"
       EXE[kube-controller-manager]=$BIN/kube-controller-manager
       return 0
     else
@@ -202,6 +219,7 @@ build_llmkube() {
   step "built LLMKube's manager in $((SECONDS - begun))s: $LLMKUBE_DIR"
 }
 
+# $1: "with-llmkube" (default) or "without-llmkube" (the control plane alone)
 build() {
   local begun=$SECONDS
   mkdir -p "$CACHE"
@@ -211,9 +229,9 @@ build() {
     flock 9
   fi
   control_plane
-  build_llmkube
+  [ "${1:-with-llmkube}" = without-llmkube ] || build_llmkube
   exec 9>&-  # unlocks; the daemons started later do not inherit it
-  step "control plane and LLMKube ready in $((SECONDS - begun))s"
+  step "ready in $((SECONDS - begun))s"
 }
 
 free_port() {
@@ -251,6 +269,7 @@ pki() {
     "IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
   issue admin "/O=system:masters/CN=modelseal-test-admin" clientAuth
   issue controller-manager "/CN=system:kube-controller-manager" clientAuth
+  issue llmkube "/O=system:masters/CN=llmkube-manager" clientAuth
   # service-account tokens: the apiserver signs with sa.key and checks with sa.pub
   openssl ecparam -name prime256v1 -genkey -noout -out "$PKI/sa.key" 2>/dev/null
   openssl ec -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null
@@ -338,32 +357,111 @@ controllers_working() {  # the serviceaccount controller made the default namesp
   api /api/v1/namespaces/default/serviceaccounts/default -f
 }
 
-install_crds() {  # the Model CRD deploy/ ships, and the stand-ins for LLMKube's other two
-  local crd code
-  for crd in "$ROOT/deploy/crd/crd-models.yaml" "$ROOT"/tests/cluster/crds/*.yaml; do
-    code=$(api /apis/apiextensions.k8s.io/v1/customresourcedefinitions -o "$DIR/logs/crd.out" \
-      -w '%{http_code}' -X POST -H 'Content-Type: application/yaml' --data-binary "@$crd")
-    case $code in
-      201 | 409) ;;
-      *) cat "$DIR/logs/crd.out" >&2; fail "installing ${crd#"$ROOT"/}: HTTP $code" ;;
-    esac
-  done
-  wait_for kube-apiserver 60 "the CRDs served" crds_served
+install_crd() {  # FILE: POST a CRD (one document); one that exists already is kept
+  local crd=$1 code
+  code=$(api /apis/apiextensions.k8s.io/v1/customresourcedefinitions -o "$DIR/logs/crd.out" \
+    -w '%{http_code}' -X POST -H 'Content-Type: application/yaml' --data-binary "@$crd")
+  case $code in
+    201 | 409) ;;
+    *) cat "$DIR/logs/crd.out" >&2; fail "installing the CRD $crd: HTTP $code" ;;
+  esac
 }
 
-crds_served() {
-  local found
-  found=$(api /apis/inference.llmkube.dev/v1alpha1 -f) || return 1
-  for plural in models inferenceservices loraadapters; do
+served() {  # GROUP/VERSION PLURAL...: the API server's discovery lists every one
+  local found plural
+  found=$(api "/apis/$1" -f) || return 1
+  shift
+  for plural in "$@"; do
     [[ $found =~ \"name\":[[:space:]]*\"$plural\" ]] || return 1  # curl gets it pretty-printed
   done
 }
 
-up() {
+# The CRDs LLMKube's chart ships (charts/llmkube/templates/crds: the inference.llmkube.dev and
+# federation.llmkube.dev ones of config/crd/bases; the foreman ones are not the chart's), and its
+# PriorityClasses (charts/llmkube/templates/priority-classes.yaml at v0.9.19: name, value, policy).
+LLMKUBE_RESOURCES=(models inferenceservices loraadapters modelpools modelrouters gpuquotas)
+llmkube_crds() {
+  local crd
+  for crd in "$LLMKUBE_DIR"/crd/inference.llmkube.dev_*.yaml "$LLMKUBE_DIR"/crd/federation.llmkube.dev_*.yaml; do
+    install_crd "$crd"
+  done
+  wait_for kube-apiserver 60 "LLMKube's CRDs served" llmkube_crds_served
+  local class value policy code
+  for class in critical:1000000:PreemptLowerPriority high:100000:PreemptLowerPriority \
+    normal:10000:PreemptLowerPriority low:1000:PreemptLowerPriority batch:100:Never; do
+    IFS=: read -r class value policy <<< "$class"
+    code=$(api /apis/scheduling.k8s.io/v1/priorityclasses -o "$DIR/logs/priorityclass.out" -w '%{http_code}' \
+      -X POST -H 'Content-Type: application/json' --data-binary @- <<JSON
+{"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+ "metadata": {"name": "llmkube-$class", "labels": {"app.kubernetes.io/name": "llmkube"}},
+ "value": $value, "preemptionPolicy": "$policy", "globalDefault": false,
+ "description": "LLMKube's $class priority (as its chart installs it)"}
+JSON
+    )
+    case $code in 201 | 409) ;; *) cat "$DIR/logs/priorityclass.out" >&2; fail "PriorityClass llmkube-$class: HTTP $code" ;; esac
+  done
+}
+
+llmkube_crds_served() {
+  served inference.llmkube.dev/v1alpha1 "${LLMKUBE_RESOURCES[@]}" && served federation.llmkube.dev/v1alpha1 federatedclusters
+}
+
+standalone_crd() {  # modelseal alone: the Model CRD deploy/crd ships (deploy/overlays/standalone)
+  install_crd "$ROOT/deploy/crd/crd-models.yaml"
+  wait_for kube-apiserver 60 "the Model CRD served" served inference.llmkube.dev/v1alpha1 models
+}
+
+PROBE=/apis/inference.llmkube.dev/v1alpha1/namespaces/llmkube-system/models/first-reconcile
+
+llmkube_healthy() { curl -sSf --max-time 5 "http://127.0.0.1:$(cat "$DIR/llmkube-probe-port")/readyz"; }
+
+# The manager's first reconcile: a Model of a Hugging Face repository id (LLMKube resolves those
+# at runtime, so its Model controller turns them Ready at once, downloading nothing) is Ready.
+probe_ready() {
+  local found
+  found=$(api "$PROBE" -f) || return 1
+  [[ $found =~ \"phase\":[[:space:]]*\"Ready\" ]]
+}
+
+first_reconcile() {
+  local code
+  api /api/v1/namespaces -o /dev/null -X POST -H 'Content-Type: application/json' \
+    --data-binary '{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "llmkube-system"}}' || true
+  api "$PROBE" -o /dev/null -X DELETE || true  # left over by a manager killed before it was Ready
+  wait_for kube-apiserver 30 "the probe Model gone" probe_gone
+  code=$(api "${PROBE%/*}" -o "$DIR/logs/probe.out" -w '%{http_code}' -X POST -H 'Content-Type: application/json' \
+    --data-binary '{"apiVersion": "inference.llmkube.dev/v1alpha1", "kind": "Model",
+      "metadata": {"name": "first-reconcile"}, "spec": {"source": "modelseal/first-reconcile-probe"}}')
+  [ "$code" = 201 ] || { cat "$DIR/logs/probe.out" >&2; fail "creating the probe Model: HTTP $code"; }
+  wait_for llmkube 120 "its first reconcile (the probe Model llmkube-system/first-reconcile Ready)" probe_ready
+  api "$PROBE" -o /dev/null -X DELETE
+}
+
+probe_gone() { [ "$(api "$PROBE" -o /dev/null -w '%{http_code}')" = 404 ]; }
+
+start_llmkube() {
+  local probe metrics
+  probe=$(free_port)
+  metrics=$(free_port)
+  echo "$probe" > "$DIR/llmkube-probe-port"
+  echo "$metrics" > "$DIR/llmkube-metrics-port"
+  EXE[llmkube]=$LLMKUBE_DIR/bin/manager
+  # --model-cache-path stays /models, as the chart sets it: the Pods LLMKube builds mount its cache
+  # there, and the manager itself writes there only for file:// and /path sources, which its
+  # host-path allowlist (empty by default, as in the chart) refuses before any copy
+  start llmkube --kubeconfig="$DIR/llmkube.kubeconfig" --leader-elect=false \
+    --health-probe-bind-address="127.0.0.1:$probe" --metrics-bind-address="127.0.0.1:$metrics" \
+    --metrics-secure=false --allowed-remote-hosts=127.0.0.1
+  wait_for llmkube 60 "its health probe (127.0.0.1:$probe/readyz)" llmkube_healthy
+  first_reconcile
+}
+
+up() {  # $1: with-llmkube or without-llmkube
+  local with=$1
   [ ! -f "$DIR/kube-apiserver.pid" ] || ! alive kube-apiserver \
     || die "$DIR already has a running control plane: bash scripts/cluster.sh down $DIR first"
   mkdir -p "$DIR/logs"
-  build
+  build "$with"
   step "certificates: a CA of this cluster's own, serving and client certificates, service-account keys ($DIR/pki)"
   pki
   ETCD_PORT=$(free_port)
@@ -381,8 +479,9 @@ up() {
   wait_for etcd 60 "health" etcd_healthy
   step "kube-apiserver $K8S_VERSION on https://127.0.0.1:$API_PORT (RBAC; service-account tokens; admission webhooks)"
   # the audit log records every request of modelseal-system's service accounts (the operator as
-  # deploy/ runs it), with the bodies of its Model status writes: the tests count its refusals
-  # and read what it wrote, the benchmark counts its requests
+  # deploy/ runs it), with the bodies of its Model status writes, and LLMKube's manager's requests
+  # (no bodies): the tests count the operator's refusals and read what it wrote, the benchmark
+  # counts both controllers' requests
   cat > "$DIR/audit-policy.yaml" <<POLICY
 apiVersion: audit.k8s.io/v1
 kind: Policy
@@ -393,6 +492,8 @@ rules:
     resources: [{group: inference.llmkube.dev, resources: [models/status]}]
   - level: Metadata
     userGroups: ["system:serviceaccounts:modelseal-system"]
+  - level: Metadata
+    users: ["llmkube-manager"]
   - level: None
 POLICY
   start kube-apiserver --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$API_PORT" \
@@ -409,6 +510,7 @@ POLICY
   wait_for kube-apiserver 180 "readiness (/readyz)" apiserver_ready
   kubeconfig "$DIR/kubeconfig" admin
   kubeconfig "$DIR/controller-manager.kubeconfig" controller-manager
+  kubeconfig "$DIR/llmkube.kubeconfig" llmkube
   step "kube-controller-manager $K8S_VERSION (Deployment, ReplicaSet, Job, garbage collector, service accounts, ...)"
   start kube-controller-manager --kubeconfig="$DIR/controller-manager.kubeconfig" --secure-port=0 \
     --leader-elect=false --use-service-account-credentials=true \
@@ -416,8 +518,16 @@ POLICY
     --cluster-signing-cert-file="$PKI/ca.crt" --cluster-signing-key-file="$PKI/ca.key" \
     --kube-api-qps=200 --kube-api-burst=400
   wait_for kube-controller-manager 120 "the default ServiceAccount (its controllers at work)" controllers_working
-  step "CRDs: Model (deploy/crd), and stand-ins for InferenceService and LoRAAdapter (tests/cluster/crds)"
-  install_crds
+  if [ "$with" = with-llmkube ]; then
+    step "LLMKube $LLMKUBE_VERSION as its chart installs it: its CRDs ($LLMKUBE_DIR/crd) and PriorityClasses"
+    llmkube_crds
+    step "LLMKube's manager, out of cluster (log: $DIR/logs/llmkube.log); waiting for its first reconcile"
+    start_llmkube
+  else
+    step "modelseal alone (no LLMKube): the Model CRD of deploy/crd"
+    standalone_crd
+  fi
+  echo "$with" > "$DIR/mode"
   step "up in $((SECONDS - STARTED))s: export KUBECONFIG=$DIR/kubeconfig   (stop: bash scripts/cluster.sh down $DIR)"
 }
 
@@ -440,7 +550,7 @@ stop_one() {
 # Restart one component with the flags `up` gave it (the tests restart the apiserver mid-judgement).
 restart() {
   local name=$1 args
-  case $name in etcd | kube-apiserver | kube-controller-manager) ;; *) die "cannot restart $name" ;; esac
+  case $name in etcd | kube-apiserver | kube-controller-manager | llmkube) ;; *) die "cannot restart $name" ;; esac
   [ -f "$DIR/$name.args" ] || die "$DIR has no $name that \`up\` started"
   EXE[$name]=$(cat "$DIR/$name.exe")
   PKI=$DIR/pki
@@ -454,6 +564,8 @@ restart() {
       wait_for etcd 60 "health" etcd_healthy ;;
     kube-apiserver) wait_for kube-apiserver 180 "readiness (/readyz)" apiserver_ready ;;
     kube-controller-manager) wait_for kube-controller-manager 120 "its controllers at work" controllers_working ;;
+    llmkube) wait_for llmkube 60 "its health probe" llmkube_healthy
+      first_reconcile ;;
   esac
 }
 
@@ -470,11 +582,17 @@ case $1 in
     [ $# -eq 1 ] || usage
     build
     ;;
-  up | down)
+  up)
+    [ $# -eq 2 ] || { [ $# -eq 3 ] && [ "$3" = --without-llmkube ]; } || usage
+    mkdir -p "$2"
+    DIR=$(cd "$2" && pwd)
+    up "$([ $# -eq 3 ] && echo without-llmkube || echo with-llmkube)"
+    ;;
+  down)
     [ $# -eq 2 ] || usage
     mkdir -p "$2"
     DIR=$(cd "$2" && pwd)
-    if [ "$1" = up ]; then up; else stop_all; fi
+    stop_all
     ;;
   restart)
     [ $# -eq 3 ] || usage

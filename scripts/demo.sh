@@ -7,6 +7,8 @@
 # to the digest the image records.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# what the demo needs, not the development tools (a venv made by scripts/test.sh serves too)
+MODELSEAL_EXTRAS=${MODELSEAL_EXTRAS:-demo}
 source scripts/setup.sh >/dev/null
 ms() { printf "$ modelseal"; printf " %q" "$@"; echo; "$VENV/bin/modelseal" "$@"; }
 
@@ -34,7 +36,8 @@ echo
 echo "== 4. tamper with one byte of the weights and verify again"
 printf '\x01' | dd of="$out/model/model.safetensors" bs=1 seek=100 conv=notrunc status=none
 set +e
-ms verify "$out/report.dsse.json" --trusted "$out/intake.pub" --artifact "$out/model/model.safetensors"
+# the refusal goes where its exit code goes: a transcript captured from stdout keeps both
+ms verify "$out/report.dsse.json" --trusted "$out/intake.pub" --artifact "$out/model/model.safetensors" 2>&1
 code=$?
 set -e
 echo "exit code: $code"

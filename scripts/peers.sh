@@ -17,11 +17,11 @@
 # v0.0.7 as pinned by its go.sum; its cache directory names a hash of its source.
 #
 # modctl (github.com/modelpack/modctl) and kit (github.com/kitops-ml/kitops) are tried from the
-# module proxy first; a proxy that refuses them (this one answers 403 at every version) leaves
-# their release archive: a `git archive` of the tag, MODCTL-VERSION.tar.gz and
-# kitops-VERSION.tar.gz in the folder $MODELSEAL_PEER_SOURCES names. A build from an archive
-# is cached under the archive's SHA-256, so another archive builds again. Their dependencies
-# still come from the proxy.
+# module proxy first (this one serves modctl v0.2.2 by exact version and refuses kitops); when it
+# refuses, their release archive is built: a `git archive` of the tag, modctl-VERSION.tar.gz and
+# kitops-VERSION.tar.gz in the folder $MODELSEAL_PEER_SOURCES names. With an archive given, the
+# build is cached under its SHA-256, so another archive builds again. Their dependencies come from
+# the proxy.
 #
 # A build already in the cache is used as is. The first build takes minutes on two cores; it
 # runs under `nice`. What it does goes to stderr; only paths go to stdout.
@@ -71,31 +71,31 @@ version_of() {
   esac
 }
 
-# Build from the module proxy, or else from the archive: $1 peer, $2 output folder.
+# Build from the module proxy, or else from the archive: $1 peer, $2 output folder. The proxy may
+# serve a release by exact version while refusing the module's version list (modctl v0.2.2 here):
+# `go install` then fails (it reads the list for deprecations), so the release is downloaded and
+# built in its module folder instead.
 from_module_or_archive() {
-  local name=$1 out=$2 module=${MODULE[$1]} release=${RELEASE[$1]} archive scratch refused
+  local name=$1 out=$2 module=${MODULE[$1]} release=${RELEASE[$1]} archive scratch answer top
   archive=$(archive_of "$name" || true)
-  if [ -z "$archive" ] || [ ! -f "$archive" ]; then
-    GOBIN="$out" nice -n 10 "$GO" install -trimpath "$module@$release" \
-      || die "$module@$release: the Go module proxy refused it and no archive was given (set MODELSEAL_PEER_SOURCES to a folder holding ${ARCHIVE[$name]}-$release.tar.gz)"
-    return
-  fi
-  # the archive is what we build; the proxy is asked first only to say whether it would have served
   scratch=$(mktemp -d)
-  if refused=$(cd "$scratch" && GOFLAGS=-mod=mod "$GO" mod download -json "$module@$release" 2>&1); then
-    say "$module@$release is served by the Go module proxy: building it from there"
-    rm -rf "$scratch"
-    GOBIN="$out" nice -n 10 "$GO" install -trimpath "$module@$release"
-    return
+  if answer=$(cd "$scratch" && GOFLAGS=-mod=mod "$GO" mod download -json "$module@$release" 2>&1); then
+    top=$(printf '%s\n' "$answer" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p' | head -n 1)
+    say "$module@$release is served by the Go module proxy: building it from $top"
+  else
+    answer=$(printf '%s' "$answer" | sed -n 's/^[[:space:]]*"Error": "\(.*\)",\{0,1\}$/\1/p' | head -n 1)
+    answer=$(printf '%b' "$answer" | tr '\n\t' '  ' | tr -s ' ')
+    if [ -z "$archive" ] || [ ! -f "$archive" ]; then
+      rm -rf "$scratch"
+      die "the Go module proxy refused $module@$release (${answer:-see go mod download}); set MODELSEAL_PEER_SOURCES to a folder holding ${ARCHIVE[$name]}-$release.tar.gz"
+    fi
+    say "the Go module proxy refused $module@$release (${answer:-see go mod download}): building ${archive##*/}"
+    tar -xzf "$archive" -C "$scratch"
+    top=$(find "$scratch" -mindepth 1 -maxdepth 2 -name go.mod -printf '%h\n' | head -n 1)
   fi
-  refused=$(printf '%s' "$refused" | sed -n 's/^[[:space:]]*"Error": "\(.*\)",\{0,1\}$/\1/p' | head -n 1)
-  say "the Go module proxy refused $module@$release (${refused:-see go mod download}): building ${archive##*/}"
-  tar -xzf "$archive" -C "$scratch"
-  local top
-  top=$(find "$scratch" -mindepth 1 -maxdepth 2 -name go.mod -printf '%h\n' | head -n 1)
-  [ -n "$top" ] || { rm -rf "$scratch"; die "${archive##*/} holds no go.mod"; }
+  [ -n "$top" ] || { rm -rf "$scratch"; die "no go.mod found for $module@$release"; }
   (cd "$top" && nice -n 10 "$GO" build -mod=readonly -trimpath -o "$out/${BINARY[$name]}" .) \
-    || { rm -rf "$scratch"; die "building $name from ${archive##*/} failed (above)"; }
+    || { rm -rf "$scratch"; die "building $name $release failed (above)"; }
   rm -rf "$scratch"
 }
 

@@ -23,8 +23,10 @@ NO_MKDOCS_2_WARNING=1 "$VENV/bin/mkdocs" build --strict --quiet --site-dir "${TM
 # builds anything. On a new machine this is the longest step (tens of minutes on two cores).
 echo "== Go builds: the control plane and LLMKube's manager (scripts/cluster.sh build), the peers (scripts/peers.sh all)"
 go_begun=$SECONDS
-if [ -z "${KUBECONFIG:-}" ]; then
-  # tests/cluster starts a control plane of its own from these binaries, with LLMKube's manager
+if [ -z "${KUBECONFIG:-}" ] || [ -z "${MODELSEAL_STANDALONE_KUBECONFIG:-}" ]; then
+  # tests/cluster starts control planes of its own from these binaries: one with LLMKube's
+  # manager (unless $KUBECONFIG names a cluster running LLMKube), one of modelseal alone (unless
+  # $MODELSEAL_STANDALONE_KUBECONFIG names a cluster without it)
   bash scripts/cluster.sh build
 fi
 bash scripts/peers.sh all > /dev/null

@@ -33,3 +33,16 @@ def test_the_demo_redirected_to_a_file_keeps_every_step(tmp_path: Path) -> None:
         r"\$ modelseal publish .*\npublished 3 file\(s\).*\noci://\S+@sha256:[0-9a-f]{64}\n", step6
     )
     assert "demo complete" in text
+
+
+@pytest.mark.slow
+def test_the_refusal_is_kept_with_its_exit_code_when_only_stdout_is_captured(tmp_path: Path) -> None:
+    """Issue 31, point 10: the refusal went to stderr and its exit code to stdout, so a transcript of
+    stdout alone showed "exit code: 1" with no reason. Fails on the old demo."""
+    r = subprocess.run(["bash", "scripts/demo.sh"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                       text=True, check=False)  # fmt: skip
+    assert r.returncode == 0, r.stdout
+    step4 = r.stdout.split("== 4.", 1)[1].split("== 5.", 1)[0]
+    assert re.search(
+        r"\nerror: attestation does not verify: \S+ hashes to [0-9a-f]{64}, .*\nexit code: 1\n", step4
+    )

@@ -257,3 +257,76 @@ def test_the_example_keeps_admitting(overlay: str, later: timedelta) -> None:
         annotations=model["metadata"].get("annotations"),
     )  # fmt: skip
     assert outcome is not None and outcome.admitted, outcome.message if outcome else None
+
+
+def _documented(marker: str) -> str:
+    """The one fenced block of docs/beside-llmkube.md holding ``marker``."""
+    page = (ROOT / "docs" / "beside-llmkube.md").read_text()
+    [block] = [b.split("\n", 1)[1] for b in page.split("```")[1::2] if marker in b]
+    return block
+
+
+def test_the_admission_policy_recipe_renders_and_its_configmap_holds_the_policy(tmp_path: Path) -> None:
+    """Issue 31, point 4: the docs had no recipe for an AdmissionPolicy beside LLMKube. The page's
+    kubectl line makes the ConfigMap (client side) from getting started's files, which the operator
+    reads as its policy; the page's overlay gives the operator the flag that names it."""
+    from modelseal.operator.decide.policy_source import configmap_admission_policy
+    from modelseal.operator.kube.configmap_read import ConfigMapRead
+
+    guide = (ROOT / "docs" / "getting-started.md").read_text()
+    (tmp_path / "policy.yaml").write_text(
+        guide.split("cat > policy.yaml <<'YAML'\n", 1)[1].split("YAML\n", 1)[0]
+    )
+    for name in ("intake", "ci"):
+        assert main_quiet(["key", "gen", "--out", str(tmp_path / name)]) == 0
+    line = " ".join(_documented("kubectl create configmap").replace("\\\n", " ").split())
+    words = [*line.split(), "--dry-run=client", "-o", "yaml"]
+    assert words[:3] == ["kubectl", "create", "configmap"]
+    made = subprocess.run(
+        [KUBECTL or "kubectl", *words[1:]], cwd=tmp_path, capture_output=True, text=True, check=False
+    )
+    assert made.returncode == 0, made.stderr
+    configmap = yaml.safe_load(made.stdout)
+    policy = configmap_admission_policy(ConfigMapRead.from_object(configmap), "modelseal-system/model-policy")
+    assert [r.name for r in policy.requirements] == ["intake-signature", "tagged-provenance"]
+    overlay = tmp_path / "my-cluster"
+    overlay.mkdir()
+    (overlay / "kustomization.yaml").write_text(
+        _documented("--model-attestation-policy=").replace(
+            "../modelseal/deploy", os.path.relpath(DEPLOY, overlay)
+        )
+    )
+    container = one(render(overlay), "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    args = build_parser().parse_args(container["args"])
+    assert (
+        args.model_attestation_policy
+        == f"{configmap['metadata']['namespace']}/{configmap['metadata']['name']}"
+    )
+    settings = OperatorSettings.from_flags(
+        mode=args.model_attestation, trusted_keys=args.model_attestation_trusted_keys,
+        policy_file=args.model_attestation_policy, model_status=args.model_status,
+    )  # fmt: skip
+    assert settings.model_status is StatusMode.CONDITIONS
+
+
+def test_the_flags_table_says_when_the_trusted_keys_are_required(tmp_path: Path) -> None:
+    """Issue 31, point 4: the table said --model-attestation-trusted-keys is required for enforce,
+    while a policy alone passes."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        f"apiVersion: modelseal.dev/v1\nkind: TrustPolicy\nkeys: [{{file: {ROOT}/testdata/socair/operator.pub}}]\n"
+    )
+    OperatorSettings.from_flags(mode="enforce", policy_file=str(policy))  # no trusted keys: accepted
+    page = (ROOT / "docs" / "operator.md").read_text()
+    [row] = [r for r in page.splitlines() if r.startswith("| `--model-attestation-trusted-keys` |")]
+    assert "required for warn/enforce unless `--model-attestation-policy` names a policy" in row
+
+
+def main_quiet(argv: list[str]) -> int:
+    import contextlib
+    import io
+
+    from modelseal.cli import main
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        return main(argv)

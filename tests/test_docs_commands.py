@@ -45,12 +45,15 @@ def commands() -> list[tuple[str, str, bool]]:
     for page in PAGES:
         text = page.read_text()
         where = str(page.relative_to(ROOT))
-        for block in re.findall(r"```(?:sh|text|console|bash)?\n(.*?)```", text, flags=re.S):
+        # every fence pairs with the next (a json block's closing fence is never taken for an opening)
+        for language, block in re.findall(r"```([a-z]*)\n(.*?)```", text, flags=re.S):
+            if language not in ("", "sh", "text", "console", "bash"):
+                continue
             joined = re.sub(r"\\\n\s*", " ", block)
             for line in joined.splitlines():
                 line = line.strip()
                 line = line.removeprefix("$ ")
-                for m in re.finditer(r"(?:^|\$\()(modelseal (?:[a-z]+)(?: .*)?)$", line):
+                for m in re.finditer(r"(?:^|\$\()(modelseal (?:[a-z][a-z-]*)(?: .*)?)$", line):
                     found.append((where, m.group(1), True))
         for span in re.findall(r"`(modelseal [a-z][^`]*)`", text.replace("\n", " ")):
             found.append((where, span, False))
@@ -72,6 +75,17 @@ COMMANDS = commands()
 def test_the_docs_show_many_commands() -> None:
     assert len(COMMANDS) >= 60
     assert {w for w, _, _ in COMMANDS} >= {"README.md", "docs/cli.md", "docs/ci.md", "docs/operator.md"}
+
+
+def test_every_transcript_line_is_collected() -> None:
+    """A ``json`` block's closing fence was once taken for an opening, so the blocks after one were
+    read as prose and the commands in them never parsed (20 of them in docs/cli.md)."""
+    whole = {(w, c) for w, c, full in COMMANDS if full}
+    for page in PAGES:
+        where = str(page.relative_to(ROOT))
+        for line in page.read_text().splitlines():
+            if line.startswith("$ modelseal ") and "..." not in line:
+                assert (where, _cut(line[2:])) in whole, f"{where}: {line}"
 
 
 @pytest.mark.parametrize(

@@ -31,6 +31,12 @@ def test_parse_refuses(text: str) -> None:
         parse_duration(text)
 
 
+def test_the_hint_names_days_which_work() -> None:  # issue 31, point 10: 90d works, the hint left it out
+    with pytest.raises(ValueError, match=r"\(use units such as 90m, 24h, 90d\)$"):
+        parse_duration("3 weeks")
+    assert parse_duration("90d") == timedelta(days=90)
+
+
 @pytest.mark.parametrize(
     ("value", "go"),
     [

@@ -40,13 +40,13 @@ def parse_duration(text: str) -> timedelta:
     if s == "0":
         return timedelta(0)
     if not s:
-        raise ValueError(f"invalid duration {text!r}")
+        raise ValueError(f"invalid duration {text!r} (use units such as 90m, 24h, 90d)")
     total = 0
     pos = 0
     while pos < len(s):
         m = _PART.match(s, pos)
         if m is None or (not m.group(1) and not m.group(2)):
-            raise ValueError(f"invalid duration {text!r} (use units such as 90m, 24h, 2160h)")
+            raise ValueError(f"invalid duration {text!r} (use units such as 90m, 24h, 90d)")
         whole, frac, unit = m.group(1) or "0", m.group(2) or "", m.group(3)
         scale = _NANOS[unit]
         total += int(whole) * scale

@@ -59,11 +59,6 @@ class UsageError(Error):
 
     exit_code = 2
 
-    def __init__(self, message: str, *, usage: str | None = None) -> None:
-        super().__init__(message)
-        #: The usage line of the command that was misused, when known.
-        self.usage = usage
-
 
 class InputError(Error):
     """Input that is malformed, oversized, of the wrong type or unreadable."""

@@ -17,12 +17,20 @@ import io
 import mmap
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from modelseal.errors import InputError, OperationalError
 
-__all__ = ["BLOCK", "open_regular", "read_blocks", "read_limited", "write_atomic"]
+__all__ = [
+    "BLOCK",
+    "not_regular",
+    "open_regular",
+    "read_blocks",
+    "read_limited",
+    "sha256_blocks",
+    "write_atomic",
+]
 
 #: The block large files are read in.
 BLOCK = 1024 * 1024
@@ -80,7 +88,8 @@ _KINDS = (
 )
 
 
-def _not_regular(mode: int) -> str | None:
+def not_regular(mode: int) -> str | None:
+    """What a file of ``st_mode`` ``mode`` is when it is not a regular file ("a FIFO"); None for one."""
     if stat.S_ISREG(mode):
         return None
     return next((kind for test, kind in _KINDS if test(mode)), "not a regular file")
@@ -98,12 +107,12 @@ def open_regular(
     name = os.fspath(path)
     label = f"{what} {name}" if what else name
     try:
-        kind = _not_regular(os.stat(name).st_mode)
+        kind = not_regular(os.stat(name).st_mode)
         fd = -1 if kind else os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as e:
         raise error(f"read {label}: {e.strerror or e}") from None
     if fd >= 0:
-        kind = _not_regular(os.fstat(fd).st_mode)  # replaced since the stat?
+        kind = not_regular(os.fstat(fd).st_mode)  # replaced since the stat?
         if kind is None:
             os.set_blocking(fd, True)
             return os.fdopen(fd, "rb")
@@ -153,3 +162,24 @@ def read_blocks(f: io.BufferedIOBase, block: int = BLOCK) -> Iterator[memoryview
                 yield piece
             finally:
                 piece.release()  # so the buffer can be unmapped, and a kept view fails loudly
+
+
+def sha256_blocks(f: io.BufferedIOBase, *, progress: Callable[[int], None] | None = None) -> str:
+    """SHA-256 of an open file from where it stands to its end, read by :func:`read_blocks`.
+
+    The one hashing loop of ``digest``, ``verify --artifact`` and ``verify-files``.
+    ``progress`` is called with each block's size once it is hashed; an
+    exception it raises stops the read (``verify-files`` stops the other
+    files that way once one is refused).
+
+    Raises:
+        OSError: the read failed (callers say which file).
+    """
+    import hashlib  # not every command hashes: kept out of the CLI's start-up
+
+    h = hashlib.sha256()
+    for block in read_blocks(f):
+        h.update(block)
+        if progress is not None:
+            progress(len(block))
+    return h.hexdigest()

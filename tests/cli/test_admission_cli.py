@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.cli.conftest import Run
 from tests.cli.test_image_attestations import keys, publish
 from tests.conftest import TESTDATA
@@ -70,7 +72,9 @@ def test_envelope_files_meet_every_requirement(cli: Run, tmp_path: Path) -> None
     assert r.code == 0, r.err
     lines = r.out.splitlines()
     assert lines[0] == "admitted: admission policy met: 2 requirement(s) by 2 attestation(s) judged"
+    # the columns line up (issue 31, point 10: they did not)
     assert lines[1] == f"  met  tagged-provenance  {SLSA}  by {prov} (signed by ci-builder)"
+    assert lines[2].startswith(f"  met  clean-ml-bom       {BOM}       by {bom} (signed by ")
     r = cli("verify", prov, bom, "--artifact", MODEL, "--policy", k["policy"], "--json")
     doc = json.loads(r.out)
     assert [(q["name"], q["outcome"]) for q in doc["requirements"]] == [
@@ -88,7 +92,8 @@ def test_a_refusal_names_each_requirement_not_met_in_one_line(cli: Run, tmp_path
     assert (r.code, r.out) == (1, "")
     assert r.err == (
         "error: attestation not admitted by policy: 2 of 2 requirement(s) not met:"
-        f' requirement "tagged-provenance" rule_false: {branch}: its rule is false;'
+        f' requirement "tagged-provenance" rule_false: {branch}: its rule is false:'
+        ' predicate.buildDefinition.externalParameters.workflow.ref ("refs/heads/main").startsWith("refs/tags/");'
         ' requirement "clean-ml-bom" missing: no attestation of type https://cyclonedx.org/bom\n'
     )
     r = cli("verify", branch, "--artifact", MODEL, "--policy", k["policy"], "--json", "--mode", "warn")
@@ -178,3 +183,27 @@ def test_an_image_that_cannot_be_read_is_a_refusal_in_json(
     assert r.code in (1, 3)
     doc = json.loads(r.out)
     assert (doc["admitted"], doc["reason"]) == (False, "input_unreadable")
+
+
+@pytest.mark.parametrize(
+    ("flag", "advice"),
+    [
+        (("--predicate-type", "https://x"), "give predicateType on each requirement (not in its trust)"),
+        (("--max-age", "1h"), "give maxAge in a requirement's trust"),
+        (("--allow-conditions",), "give allowConditions in a requirement's trust"),
+        (("--certificate-identity", "ci@example.com"),
+         "give identities, certificateRoots or trustedRoot in a requirement's trust"),
+    ],
+)  # fmt: skip
+def test_a_trust_flag_under_an_admission_policy_says_where_the_policy_takes_it(
+    cli: Run, tmp_path: Path, flag: tuple[str, ...], advice: str
+) -> None:
+    """Before, --predicate-type was told to go in a requirement's trust, which the policy file refuses
+    ("predicateTypes does not belong here; give predicateType on the requirement")."""
+    k = setup(cli, tmp_path)
+    r = cli("verify", k["clean"], "--sha256", "0" * 64, "--policy", k["policy"], *flag)
+    assert r.code == 2
+    assert (
+        r.err == f"error: {flag[0] if flag[0] != '--certificate-identity' else 'an authority flag'}"
+        f" does not go with an AdmissionPolicy: {advice} (modelseal verify --help)\n"
+    )

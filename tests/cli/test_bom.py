@@ -113,3 +113,26 @@ def test_an_image_whose_layers_record_no_hashes_gets_the_hashes_of_its_bytes(
     for path, body in data.items():
         _, sha, props = listed[path]
         assert (sha, props["modelseal:size"]) == (hashlib.sha256(body).hexdigest(), str(len(body)))
+
+
+def test_files_in_path_order_modelseal_as_the_tool_and_a_model_card_to_fill_in(
+    cli: Run, tmp_path: Path
+) -> None:
+    """Issue 31, point 10: components came in the library's order (by type, then name), with no
+    metadata.tools and no modelCard."""
+    model = tmp_path / "model"
+    (model / "sub").mkdir(parents=True)
+    for name in ("z.safetensors", "a.json", "sub/m.gguf", "b.txt"):
+        (model / name).write_text(name)
+    r = cli("bom", model)
+    assert r.code == 0, r.err
+    doc = valid(r.out)
+    assert [c["name"] for c in doc["components"]] == ["a.json", "b.txt", "sub/m.gguf", "z.safetensors"]
+    from modelseal import __version__
+
+    assert doc["metadata"]["tools"] == {
+        "components": [{"type": "application", "name": "modelseal", "version": __version__}]
+    }
+    assert doc["metadata"]["component"]["modelCard"] == {
+        "bom-ref": "model-card", "modelParameters": {}, "considerations": {}
+    }  # fmt: skip

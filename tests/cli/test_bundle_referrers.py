@@ -70,9 +70,9 @@ def test_bundle_usage(cli: Run, tmp_path: Path) -> None:
     other, _ = keys(cli, tmp_path, "o")
     (tmp_path / "f").write_text("x")
     r = cli("attest", tmp_path / "f", "--key", key, "--bundle", "--predicate-type", "https://x")
-    assert (r.code, r.err) == (2, "error: --bundle is for an image (oci://...)\n")
+    assert (r.code, r.err) == (2, "error: --bundle is for an image (oci://...) (modelseal attest --help)\n")
     r = cli("attest", "oci://127.0.0.1:1/m@sha256:" + "a" * 64, "--key", key, "--key", other, "--bundle")
     assert (r.code, r.err) == (
         2,
-        "error: --bundle: a Sigstore bundle carries one signature; give one --key\n",
+        "error: --bundle: a Sigstore bundle carries one signature; give one --key (modelseal attest --help)\n",
     )

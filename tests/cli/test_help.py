@@ -86,7 +86,8 @@ def test_a_mistyped_command_lists_only_real_commands(capsys: pytest.CaptureFixtu
 def usage_blocks() -> dict[str, str]:
     """The README's usage blocks, by command."""
     blocks = re.findall(r"```text\n(usage: modelseal .*?)```", README, flags=re.S)
-    return {re.match(r"usage: modelseal ((?:[a-z]+ )*)", b).group(1).strip(): b.rstrip("\n") for b in blocks}  # type: ignore[union-attr]
+    name = r"usage: modelseal ((?:[a-z][a-z-]* )*)"  # verify-files
+    return {re.match(name, b).group(1).strip(): b.rstrip("\n") for b in blocks}  # type: ignore[union-attr]
 
 
 LEAVES = [w for w in ALL if w and w[-1] not in ("key", "operator")]
@@ -101,3 +102,11 @@ def test_the_readme_usage_block_is_what_argparse_prints(
     assert name in blocks, f"the docs' CLI reference has no usage block for modelseal {name}"
     printed = help_text(words, capsys).split("\n\n")[0]
     assert blocks[name] == printed
+
+
+def test_the_cli_reference_has_a_section_for_every_command_and_no_benchmarks() -> None:
+    """Issue 31, point 9: operator run had no section, and Exit codes held three benchmarks."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
+    sections = set(re.findall(r"^### `modelseal ([a-z -]+)`", page, flags=re.M))
+    assert {" ".join(w) for w in LEAVES} <= sections
+    assert "python -m benchmarks" not in page and "## Library use" not in page

@@ -30,7 +30,7 @@ def test_a_pin_given_twice_with_two_digests_is_refused_not_the_last_taken(cli: R
     shapeless = cli("stage", "--to", tmp_path / "out", "--source", SAMPLE, "--file-sha256", SHA)
     assert (shapeless.code, shapeless.err.splitlines()[0]) == (
         2,
-        f"error: --file-sha256 '{SHA}': want FILE=HEX",
+        f"error: --file-sha256 '{SHA}': want FILE=HEX (modelseal stage --help)",
     )
 
 
@@ -38,4 +38,7 @@ def test_a_role_given_twice_with_two_roles_is_refused(cli: Run, registry: Regist
     r = cli("publish", "--image", f"{registry.host}/m/x:v1", "--plain-http", "--from", SAMPLE,
             "--primary", "model.safetensors", "--format", "modelpack",
             "--role", "config.json=doc", "--role", "config.json=code")  # fmt: skip
-    assert (r.code, r.err) == (2, "error: --role gives 'config.json' twice: 'doc', then 'code'\n")
+    assert (r.code, r.err) == (
+        2,
+        "error: --role gives 'config.json' twice: 'doc', then 'code' (modelseal publish --help)\n",
+    )

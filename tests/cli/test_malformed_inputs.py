@@ -78,7 +78,7 @@ CASES = [
     Case("trusted key missing", 1, "no such file or directory", key=None),
     # Policy files
     Case("policy not YAML", 1, "not valid YAML", key=None, policy="keys: [\n"),
-    Case("policy unknown field", 1, "colour: Extra inputs are not permitted", key=None,
+    Case("policy unknown field", 1, "unknown key 'colour'", key=None,
          policy=POLICY_HEAD + "keys: [{file: k.pub}]\ncolour: red\n"),
     Case("policy wrong type", 1, "threshold: Input should be a valid integer", key=None,
          policy=POLICY_HEAD + "keys: [{file: k.pub}]\nthreshold: many\n"),
@@ -90,10 +90,10 @@ CASES = [
          policy=POLICY_HEAD + "keys: [{file: ../../../../../../etc/passwd}]\n"),
     Case("policy is a list", 1, "want a mapping", key=None, policy="- 1\n"),
     # Usage
-    Case("no trust given", 2, "give --trusted, --store or --policy", key=None),
-    Case("two trust sources", 2, "not allowed with argument", extra=("--store", "/tmp")),
+    Case("no trust given", 2, "say whom to trust: --trusted KEY.pub", key=None),
+    Case("two trust sources", 2, "--trusted and --store exclude each other", extra=("--store", "/tmp")),
     Case("bad sha256", 2, "--sha256 'abc' is not 64 hex digits", extra=("--sha256", "abc")),
-    Case("artifact and sha256", 2, "not allowed with argument", extra=("--sha256", FIXTURE_SHA256, "--artifact", "x")),
+    Case("artifact and sha256", 2, "--artifact and --sha256 exclude each other", extra=("--sha256", FIXTURE_SHA256, "--artifact", "x")),
     Case("bad max age", 2, "--max-age: invalid duration", extra=("--max-age", "3 weeks")),
     Case("negative max age", 2, "--max-age: '-1h' must not be negative", extra=("--max-age=-1h",)),
     Case("bad --at", 2, "--at 'tomorrow' is not an RFC 3339 time", extra=("--at", "tomorrow")),

@@ -112,7 +112,7 @@ def test_modelpack_usage_errors(cli: Run, registry: Registry) -> None:
         (("--format", "modelpack", "--role", "doc"), "error: --role 'doc': want PATH=ROLE\n"),
     ]:  # fmt: skip
         r = cli(*base, *extra)
-        assert (r.code, r.err) == (2, message)
+        assert (r.code, r.err) == (2, message.replace("\n", " (modelseal publish --help)\n"))
 
 
 def test_a_role_given_overrides_the_rules(cli: Run, registry: Registry) -> None:

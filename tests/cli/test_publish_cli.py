@@ -109,7 +109,6 @@ def test_docker_config_credentials(cli: Run, basic_registry: Registry, tmp_path:
 @pytest.mark.parametrize(
     ("args", "code", "message"),
     [
-        (["--image", "oci://127.0.0.1:1/m:v1", "x"], 2, "drop the oci:// prefix"),
         (["--image", "127.0.0.1:1/m", "x"], 2, "give a tag to publish to"),
         (["--image", "m:v1", "x"], 2, "name the registry host first"),
         (["--image", "127.0.0.1:1/m:v1"], 2, "give the files to publish, or --from DIR"),
@@ -117,10 +116,10 @@ def test_docker_config_credentials(cli: Run, basic_registry: Registry, tmp_path:
         (["--image", "127.0.0.1:1/m:v1", "../x=a"], 1, "not a normalised relative path"),
         (["--image", "127.0.0.1:1/m:v1", "/abs=a"], 1, "is absolute"),
         (["--image", "127.0.0.1:1/m:v1", "a=x", "a=y"], 1, "is given twice"),
-        (["--image", "127.0.0.1:1/m:v1", "--primary", "nope", "a=x"], 1, "primary file 'nope' is not among"),
-        (["--image", "127.0.0.1:1/m:v1", "--from", str(SAMPLE)], 1, "holds 3 files: name the primary one"),
-        (["--image", "127.0.0.1:1/m:v1", "--from", str(SAMPLE), "a=x"], 1, "give files or --from, not both"),
-        (["--image", "127.0.0.1:1/m:v1", "--platform", "amd64", "a=x"], 1, "want os/architecture"),
+        (["--image", "127.0.0.1:1/m:v1", "--primary", "nope", "a=x"], 2, "--primary 'nope' is not among the files to publish ('a')"),
+        (["--image", "127.0.0.1:1/m:v1", "--from", str(SAMPLE)], 2, "holds 3 files: name the primary one"),
+        (["--image", "127.0.0.1:1/m:v1", "--from", str(SAMPLE), "a=x"], 2, "give files or --from, not both"),
+        (["--image", "127.0.0.1:1/m:v1", "--platform", "amd64", "a=x"], 2, "--platform: platform 'amd64': want os/architecture"),
         (["--image", "127.0.0.1:1/m:v1", "--docker-config", "/nonexistent/c.json", str(SAMPLE / "config.json")], 1,
          "docker config /nonexistent/c.json: no such file"),
         (["--image", "127.0.0.1:1/m:v1", "--plain-http", str(SAMPLE / "missing.bin")], 1, "No such file"),

@@ -40,6 +40,7 @@ CASES: dict[str, Callable[[Path, Path], tuple[object, ...]]] = {
     "report": lambda f, k: ("sign", "--key", k, "--report", f, "--out", "out.json"),
     "predicate": lambda f, k: ("attest", ENVELOPE, "--key", k, "--predicate-type", "x", "--predicate", f),
     "attested path": lambda f, k: ("attest", f, "--key", k, "--predicate-type", "x"),
+    "verified file": lambda f, k: ("verify-files", "--expect", "0" * 64, f),
 }
 
 

@@ -101,7 +101,7 @@ def test_a_plain_verify_of_a_socair_envelope_imports_no_pydantic() -> None:
 
 
 #: the modules of the commands other than ``verify``: each is imported when its command runs
-OTHER_COMMANDS = ("modelseal.cli.publish_commands", "modelseal.cli.stage_commands",
+OTHER_COMMANDS = ("modelseal.cli.publish_commands", "modelseal.cli.files_commands",
                   "modelseal.cli.operator_commands", "modelseal.cli.bom_commands")  # fmt: skip
 
 
@@ -129,3 +129,22 @@ def test_staging_over_plain_http_imports_neither_the_cli_of_httpx_nor_the_operat
     assert (tmp_path / "m.gguf").read_bytes() == data  # it did stage
     assert "httpx" in loaded
     assert [m for m in loaded if any(m == h or m.startswith(h + ".") for h in NOT_STAGING)] == []
+
+
+#: never needed to check files against digests in the serving Pod's init container (issue 29): no
+#: network, registry, operator, policy or crypto code, no thread pool, and not the digest module's
+#: dataclasses and walk (whose import of ``inspect`` alone costs a few times Python's start-up)
+NOT_FOR_VERIFY_FILES = (*HEAVY, "pydantic", "cryptography", "nacl", "sigstore", "msgspec", "dataclasses", "inspect",
+                        "modelseal.attest.digests.digest", "modelseal.attest.digests.walk", "modelseal.attest.dsse",
+                        "modelseal.attest.policy", "modelseal.attest.socair")  # fmt: skip
+
+
+def test_verify_files_imports_only_the_file_check(tmp_path: Path) -> None:
+    (tmp_path / "m.gguf").write_bytes(b"weights")
+    loaded = _modules(
+        "verify-files", "--expect", hashlib.sha256(b"weights").hexdigest(), str(tmp_path / "m.gguf")
+    )
+    assert "modelseal.attest.digests.expected" in loaded  # it did check
+    assert (
+        sorted(m for m in loaded if any(m == n or m.startswith(n + ".") for n in NOT_FOR_VERIFY_FILES)) == []
+    )

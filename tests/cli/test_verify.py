@@ -15,7 +15,7 @@ def test_authorized_prints_socair_lines(cli: Run) -> None:
     r = cli("verify", AUTHORIZED, "--trusted", OPERATOR)
     assert r.code == 0 and r.err == ""
     assert r.out.splitlines() == [
-        "verified: issued by unnamed issuer (key b4f69dad730db4cb) (claimed: your trust list does not name this key)",
+        "verified: issued by key b4f69dad730db4cb (the report names no issuer; your trust list does not name the key)",
         f"  signed by key {FIXTURE_KEYID}",
         f"  artifact {FIXTURE_SHA256} (model.safetensors)",
         "  promotion authorized, 4 check(s), document 0e9fca86be68020697bae07ab5a39bf1ac30b1e9936bcf753a9138945a00195f",
@@ -162,3 +162,23 @@ def test_an_unreadable_envelope_with_json_is_a_refusal_not_a_crash(cli: Run, tmp
     assert r.code == 1, r.err
     doc = json.loads(r.out)
     assert doc["reason"] == "input_unreadable" and "missing.dsse.json" in doc["message"]
+
+
+def test_an_issuer_the_trust_list_does_not_confirm_reads_in_one_pair_of_parentheses(
+    cli: Run, tmp_path: Path
+) -> None:
+    """Issue 31, point 10: socair's 'unnamed issuer (key ...) (claimed: ...)' nested its parentheses and
+    left 'claimed' unexplained."""
+    assert cli("key", "gen", "--out", tmp_path / "intake", "--issuer", "demo intake").code == 0
+    report = tmp_path / "report.json"
+    report.write_bytes((TESTDATA / "reports" / "sample.report.json").read_bytes())
+    assert cli("sign", "--key", tmp_path / "intake.key", "--report", report).code == 0
+    anonymous = tmp_path / "anonymous.pub"  # the same key, without its Socair-Issuer line
+    anonymous.write_text((tmp_path / "intake.pub").read_text().split("\n", 1)[1])
+    r = cli("verify", tmp_path / "report.dsse.json", "--trusted", anonymous)
+    assert r.code == 0, r.err
+    first = r.out.splitlines()[0]
+    assert (
+        first
+        == "verified: issued by demo intake, as the report says (your trust list does not name this key)"
+    )

@@ -1,8 +1,14 @@
-"""The control plane the real-cluster suite runs against: $KUBECONFIG's, or one of our own.
+"""The control planes the real-cluster suite runs against: $KUBECONFIG's, or ones of our own.
 
-Without ``KUBECONFIG`` the suite starts its own with ``scripts/cluster.sh up`` (building the
-binaries first if this machine has none: that can take many minutes, so the wait is bounded by
-:data:`BUILD_AND_START_SECONDS`, not by a test's timeout) and stops it at the end.
+Two kinds, as users run modelseal: **beside LLMKube** (LLMKube's own CRDs and its controller
+manager reconciling the same Models), and **modelseal alone** (the Model CRD of deploy/crd, the
+standalone overlay, no LLMKube). Without ``KUBECONFIG`` the suite starts the first with
+``scripts/cluster.sh up`` and the second, only when a test asks for it, with ``scripts/cluster.sh
+up --without-llmkube`` (building the binaries first if this machine has none: that can take many
+minutes, so the wait is bounded by :data:`BUILD_AND_START_SECONDS`, not by a test's timeout), and
+stops them at the end. With ``KUBECONFIG``, that cluster must run LLMKube already; the tests of
+modelseal alone use ``MODELSEAL_STANDALONE_KUBECONFIG`` (a cluster without LLMKube, where the suite
+creates deploy/crd's Model CRD) or, without it, a control plane of their own.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ import pytest
 
 from tests.cluster.kube import Credentials, read_kubeconfig
 
-__all__ = ["CLUSTER", "ROOT", "ControlPlane", "start_control_plane"]
+__all__ = ["CLUSTER", "ROOT", "STANDALONE", "ControlPlane", "start_control_plane"]
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "cluster.sh"
@@ -25,6 +31,8 @@ BUILD_AND_START_SECONDS = 3 * 3600
 #: per test, once the control plane is up (fixtures keep deadlines of their own)
 TEST_SECONDS = 300
 CLUSTER = [pytest.mark.cluster, pytest.mark.timeout(TEST_SECONDS, func_only=True)]
+#: a test of modelseal alone: the control plane with deploy/crd's Model CRD and no LLMKube
+STANDALONE = pytest.mark.standalone
 
 
 @dataclass
@@ -33,6 +41,7 @@ class ControlPlane:
 
     kubeconfig: Path
     folder: Path | None  # None: $KUBECONFIG's cluster, which the suite neither started nor stops
+    llmkube: bool = True  # LLMKube's CRDs and controller manager run there; else deploy/crd alone
 
     @property
     def admin(self) -> Credentials:
@@ -55,6 +64,11 @@ class ControlPlane:
         if self.folder is not None:
             _run("down", self.folder, timeout=120)
 
+    def pid(self, component: str) -> int:
+        """The process id ``up`` recorded for a component of our own control plane."""
+        assert self.folder is not None, "only a control plane the suite started has known processes"
+        return int((self.folder / f"{component}.pid").read_text())
+
 
 def _run(*args: object, timeout: float) -> str:
     log = None
@@ -74,11 +88,12 @@ def _run(*args: object, timeout: float) -> str:
     return log.read_text()
 
 
-def start_control_plane(folder: Path) -> ControlPlane:
-    """$KUBECONFIG's cluster when set; otherwise ``scripts/cluster.sh up folder``."""
-    given = os.environ.get("KUBECONFIG", "")
+def start_control_plane(folder: Path, *, llmkube: bool = True) -> ControlPlane:
+    """Beside LLMKube: $KUBECONFIG's cluster when set, else ``scripts/cluster.sh up folder``.
+    Alone: $MODELSEAL_STANDALONE_KUBECONFIG's, else ``scripts/cluster.sh up folder --without-llmkube``."""
+    given = os.environ.get("KUBECONFIG" if llmkube else "MODELSEAL_STANDALONE_KUBECONFIG", "")
     if given:
-        return ControlPlane(Path(given.split(os.pathsep)[0]), None)
+        return ControlPlane(Path(given.split(os.pathsep)[0]), None, llmkube)
     folder.mkdir(parents=True, exist_ok=True)
-    _run("up", folder, timeout=BUILD_AND_START_SECONDS)
-    return ControlPlane(folder / "kubeconfig", folder)
+    _run("up", folder, *([] if llmkube else ["--without-llmkube"]), timeout=BUILD_AND_START_SECONDS)
+    return ControlPlane(folder / "kubeconfig", folder, llmkube)

@@ -1,13 +1,20 @@
 """deploy/'s overlays applied to the real API server with kubectl, as a user applies them.
 
 Each overlay is first sent with ``--dry-run=server`` (the API server validates and admits it,
-nothing is stored), then applied. The llmkube overlay needs cert-manager's CRDs, which cannot be
-installed here (no cert-manager module or manifest is obtainable from the package sources this
-machine may use), so its server dry run is expected to fail for exactly that reason; its variant
-``llmkube-own-cert`` is applied instead, with a certificate the test makes (a copy of deploy/ in
-a temporary folder holds tls.crt and tls.key, as a user's checkout would). Last comes the overlay
-docs/beside-llmkube.md tells users to write to add the webhook's NetworkPolicy (the component
-deploy/components/webhook-networkpolicy, with the API server's addresses), over llmkube-own-cert.
+nothing is stored), then applied where it belongs:
+
+- modelseal alone (deploy/crd's Model CRD, no LLMKube): ``standalone``.
+- beside LLMKube: the llmkube overlay needs cert-manager's CRDs, which cannot be installed here
+  (no cert-manager module or manifest is obtainable from the package sources this machine may
+  use), so its server dry run is expected to fail for exactly that reason; its variant
+  ``llmkube-own-cert`` is applied instead, with a certificate the test makes (a copy of deploy/ in
+  a temporary folder holds tls.crt and tls.key, as a user's checkout would). Last comes the
+  overlay docs/beside-llmkube.md tells users to write to add the webhook's NetworkPolicy (the
+  component deploy/components/webhook-networkpolicy, with the API server's addresses), over
+  llmkube-own-cert. ``standalone`` is only dry-run there: it carries deploy/crd's Model CRD,
+  which would replace LLMKube's.
+
+Every overlay is rendered (``kubectl kustomize``) on both.
 """
 
 from __future__ import annotations
@@ -51,9 +58,10 @@ class Applied:
         return found
 
 
-def apply_overlays(kubeconfig: Path, scratch: Path) -> Applied:
-    """Dry-run and apply standalone, try llmkube, dry-run and apply llmkube-own-cert, then the
-    documented overlay with the NetworkPolicy component (``with-networkpolicy``)."""
+def apply_overlays(kubeconfig: Path, scratch: Path, *, llmkube: bool) -> Applied:
+    """Alone: dry-run and apply standalone. Beside LLMKube: dry-run standalone, try llmkube,
+    dry-run and apply llmkube-own-cert, then the documented overlay with the NetworkPolicy
+    component (``with-networkpolicy``)."""
     copy = scratch / "checkout"
     shutil.copytree(ROOT / "deploy", copy / "deploy")
     variant = copy / "deploy" / "overlays" / "llmkube-own-cert"
@@ -62,8 +70,9 @@ def apply_overlays(kubeconfig: Path, scratch: Path) -> Applied:
     # a server dry run stores nothing, not even the Namespace the overlay creates: on a cluster
     # without modelseal-system every namespaced object of it is refused (NotFound). Recorded,
     # then the Namespace is made, as the README tells users to do before a dry run
+    first = "llmkube-own-cert" if llmkube else "standalone"
     applied.before_namespace = kubectl(kubeconfig, "apply", "--dry-run=server", "-k",
-                                       str(copy / "deploy" / "overlays" / "standalone"))  # fmt: skip
+                                       str(copy / "deploy" / "overlays" / first))  # fmt: skip
     made = kubectl(kubeconfig, "apply", "-f", str(copy / "deploy" / "base" / "namespace.yaml"))
     assert made.returncode == 0, made.stderr
     mine = copy / "with-networkpolicy"
@@ -74,7 +83,11 @@ def apply_overlays(kubeconfig: Path, scratch: Path) -> Applied:
         rendered = subprocess.run([KUBECTL or "kubectl", "kustomize", str(folder)], capture_output=True,
                                   text=True, check=True)  # fmt: skip
         applied.rendered[name] = [d for d in yaml.safe_load_all(rendered.stdout) if d]
+        beside = name != "standalone"
+        if beside and not llmkube:
+            continue  # the overlays beside LLMKube: rendered only where it is absent
         applied.dry_runs[name] = kubectl(kubeconfig, "apply", "--dry-run=server", "-k", str(folder))
-        if applied.dry_runs[name].returncode == 0:
+        # beside LLMKube, standalone is only dry-run: its Model CRD would replace LLMKube's
+        if applied.dry_runs[name].returncode == 0 and beside is llmkube:
             applied.applies[name] = kubectl(kubeconfig, "apply", "-k", str(folder))
     return applied

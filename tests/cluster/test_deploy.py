@@ -1,5 +1,6 @@
-"""deploy/ on a real API server: every overlay admitted, applied, and its Pods within the restricted
-Pod Security Standard as the real PodSecurity admission plugin judges it."""
+"""deploy/ on a real API server: every overlay admitted and applied where it belongs (standalone
+where LLMKube is absent, the llmkube overlays beside it), and its Pods within the restricted Pod
+Security Standard as the real PodSecurity admission plugin judges it."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 import pytest
 
 from modelseal.operator.prefetch.job import build_job
-from tests.cluster.control_plane import CLUSTER, ROOT, ControlPlane
+from tests.cluster.control_plane import CLUSTER, ROOT, STANDALONE, ControlPlane
 from tests.cluster.kube import Kube, eventually
 from tests.cluster.overlays import Applied, kubectl
 
@@ -20,8 +21,8 @@ pytestmark = CLUSTER
 OPERATOR = "/apis/apps/v1/namespaces/modelseal-system/deployments/modelseal-operator"
 
 
-def test_each_overlay_is_admitted_by_the_api_server_and_applied(deployed: Applied) -> None:
-    # before modelseal-system exists a server dry run refuses every namespaced object, and only them
+def _before_namespace_refused(deployed: Applied) -> None:
+    """Before modelseal-system exists, a server dry run refuses every namespaced object, and only them."""
     fresh = deployed.before_namespace
     assert fresh is not None
     if fresh.returncode != 0:  # a cluster the suite did not start may have the namespace already
@@ -29,7 +30,19 @@ def test_each_overlay_is_admitted_by_the_api_server_and_applied(deployed: Applie
         assert errors and all(line.endswith('namespaces "modelseal-system" not found') for line in errors), (
             fresh.stderr
         )
-    for name in ("standalone", "llmkube-own-cert", "with-networkpolicy"):
+
+
+@STANDALONE
+def test_the_standalone_overlay_is_admitted_and_applied_where_llmkube_is_absent(deployed: Applied) -> None:
+    _before_namespace_refused(deployed)
+    assert deployed.dry_runs["standalone"].returncode == 0, deployed.dry_runs["standalone"].stderr
+    assert deployed.applies["standalone"].returncode == 0, deployed.applies["standalone"].stderr
+    assert set(deployed.dry_runs) == {"standalone"}, "an overlay beside LLMKube was sent where it is absent"
+
+
+def test_each_overlay_beside_llmkube_is_admitted_by_the_api_server_and_applied(deployed: Applied) -> None:
+    _before_namespace_refused(deployed)
+    for name in ("llmkube-own-cert", "with-networkpolicy"):
         assert deployed.dry_runs[name].returncode == 0, f"{name}: {deployed.dry_runs[name].stderr}"
         assert deployed.applies[name].returncode == 0, f"{name}: {deployed.applies[name].stderr}"
     # the llmkube overlay as is needs cert-manager's CRDs, and the API server says so: nothing
@@ -38,6 +51,14 @@ def test_each_overlay_is_admitted_by_the_api_server_and_applied(deployed: Applie
     assert refused.returncode != 0 and "llmkube" not in deployed.applies
     assert 'no matches for kind "Issuer" in version "cert-manager.io/v1"' in refused.stderr
     assert 'no matches for kind "Certificate" in version "cert-manager.io/v1"' in refused.stderr
+    # the standalone overlay carries deploy/crd's Model CRD, under the name of LLMKube's: applied
+    # here it would replace LLMKube's (the dry run says so), so it is never applied beside LLMKube
+    standalone = deployed.dry_runs["standalone"]
+    assert standalone.returncode == 0 and "standalone" not in deployed.applies, standalone.stderr
+    assert (
+        "customresourcedefinition.apiextensions.k8s.io/models.inference.llmkube.dev configured (server dry run)"
+        in standalone.stdout
+    ), standalone.stdout
     # the variant's caBundle is its certificate, as the webhook's TLS server presents it
     secret = next(d for d in deployed.rendered["llmkube-own-cert"] if d["kind"] == "Secret")
     for webhook in deployed.webhook_configuration()["webhooks"]:
@@ -52,8 +73,8 @@ async def test_what_was_applied_is_what_the_api_server_keeps(deployed: Applied, 
     assert operator is not None
     pod = operator["spec"]["template"]["spec"]
     args = pod["containers"][0]["args"]
-    # the last overlays applied (llmkube-own-cert, then it with the NetworkPolicy) decide the
-    # arguments: beside LLMKube
+    # beside LLMKube, the overlays applied (llmkube-own-cert, then it with the NetworkPolicy)
+    # decide the arguments
     assert "--model-status=conditions" in args and "--evict-on-revoke" in args
     assert pod["serviceAccountName"] == "modelseal-operator"
     assert pod["volumes"] == [{"name": "webhook-tls", "secret": {"secretName": "modelseal-webhook-tls",
@@ -125,6 +146,7 @@ async def test_the_pods_meet_the_restricted_pod_security_standard(
     assert r.status_code == 403 and 'violates PodSecurity "restricted:latest"' in r.json()["message"], r.text
 
 
+@STANDALONE
 async def test_the_example_is_admitted_by_the_operator_as_deploy_runs_it(
     deployed: Applied, start_operator: Any, control_plane: ControlPlane
 ) -> None:

@@ -1,7 +1,7 @@
-"""The Model CRD deploy/ ships, served by the real API server: the Models this repository tells users
-to write (README and deploy/example) are accepted for every documented source form, and what its
-schema forbids is refused with the field named. (LLMKube's own CRD, with its CEL rules, comes with
-its Go module, which the proxy refuses: tests/cluster/README.md.)"""
+"""The Model CRD deploy/ ships (deploy/crd: modelseal alone, the standalone overlay), served by the
+real API server: the Models this repository tells users to write (README and deploy/example) are
+accepted for every documented source form, and what its schema forbids is refused with the field
+named. LLMKube's own Model CRD, which a cluster with LLMKube serves instead, is test_llmkube_crds.py's."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.cluster.control_plane import CLUSTER, ROOT
+from tests.cluster.control_plane import CLUSTER, ROOT, STANDALONE
 from tests.cluster.kube import Kube
 from tests.cluster.models import Models
 from tests.conftest import FIXTURE_SHA256
 
-pytestmark = CLUSTER
+pytestmark = [*CLUSTER, STANDALONE]
 ATTESTATION = {"configMapKeyRef": {"name": "qwen-attestation", "key": "attestation.dsse.json"}}
 DIGEST = "sha256:" + "ab" * 32
 

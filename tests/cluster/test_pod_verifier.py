@@ -4,8 +4,8 @@ deploy/'s webhooks are registered as deploy/overlays/llmkube-own-cert renders th
 ``/mutate-pods`` with ``reinvocationPolicy: IfNeeded``, and the validating ones), pointing at the
 operator out of cluster. The reproducers: a genuine Socair envelope copied beside a Model whose
 source is an attacker's ``https://``, ``s3://`` or ``pvc://`` file. Each Model is admitted (its
-digest is spec.sha256), and its serving Pod, made by the real Deployment and ReplicaSet
-controllers from a template shaped as LLMKube v0.9.19 builds it, is read back with the verifier
+digest is spec.sha256), and its serving Pod, made by LLMKube v0.9.19's own InferenceService
+controller and the real Deployment and ReplicaSet controllers, is read back with the verifier
 last, expecting the attested digest where the runtime loads the file. A Pod without it, or with it
 changed, moved or undone, is refused by the validating webhook; the one-file envelope beside
 ``files: [a, b]`` is refused at the gate. Nothing runs the Pods (there is no kubelet): what the
@@ -30,9 +30,9 @@ from aiohttp import web
 from modelseal.operator.admission.webhook import make_self_signed
 from modelseal.operator.decide.reference import ANNOTATION
 from modelseal.operator.podverify.container import NAME, SERVICE_ACCOUNT_PATH
-from tests.cluster.control_plane import CLUSTER
+from tests.cluster.control_plane import CLUSTER, ControlPlane
 from tests.cluster.kube import Kube, eventually
-from tests.cluster.llmkube_shapes import API, inference_service
+from tests.cluster.llmkube import API, bind, claim, inference_service, touch
 from tests.cluster.models import Models, condition_is, enforce
 from tests.cluster.operator_process import free_port
 from tests.cluster.overlays import Applied
@@ -91,10 +91,18 @@ def _path(kind: str) -> str:
     return "/model-source/evil.gguf" if kind == "pvc" else f"/models/{cache_key(SOURCES[kind])}/{kind}.gguf"
 
 
-async def _deploy(admin: Kube, namespace: str, kind: str, pod: Pod) -> None:
-    """The InferenceService, and the Deployment LLMKube's controller makes for it (owned by it)."""
+async def _deploy(admin: Kube, plane: ControlPlane, namespace: str, kind: str, pod: Pod) -> None:
+    """The InferenceService, and its Deployment: LLMKube's own InferenceService controller makes it
+    once it finds the Model Ready (a ``pvc://`` Model's claim is made and bound for that); without
+    LLMKube, a Deployment of the shape it makes, owned by the service."""
     service = await admin.create(f"/apis/{API}/namespaces/{namespace}/inferenceservices",
                                  inference_service(namespace, kind, kind))  # fmt: skip
+    if plane.llmkube:
+        if kind == "pvc":
+            await claim(admin, namespace, "shared-claim")
+            await bind(admin, namespace, "shared-claim")
+            await touch(admin, f"/apis/{API}/namespaces/{namespace}/models/{kind}", "bound")
+        return
     labels = pod["metadata"]["labels"]
     owner = {"apiVersion": API, "kind": "InferenceService", "name": kind, "uid": service["metadata"]["uid"],
              "controller": True, "blockOwnerDeletion": True}  # fmt: skip
@@ -122,10 +130,10 @@ def _verifier(pod: Pod) -> dict[str, Any]:
 
 @pytest.mark.parametrize("kind", sorted(SOURCES))
 async def test_the_reproducers_pod_checks_the_attested_digest_where_the_runtime_loads(
-    admin: Kube, namespace: str, webhook: Webhook, kind: str
+    admin: Kube, control_plane: ControlPlane, namespace: str, webhook: Webhook, kind: str
 ) -> None:
     """Before, this Pod was admitted as it is, and curl served whatever the attacker's URL held."""
-    await _deploy(admin, namespace, kind, _pod_for(namespace, kind))
+    await _deploy(admin, control_plane, namespace, kind, _pod_for(namespace, kind))
     pod = await _serving(admin, namespace, kind)
     verifier = _verifier(pod)
     assert verifier["image"] == IMAGE and verifier["command"] == ["modelseal", "verify-files"]

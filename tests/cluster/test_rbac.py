@@ -1,6 +1,7 @@
 """deploy/'s RBAC on the real authorizer: the operator, holding nothing but a TokenRequest token of
-deploy/'s ServiceAccount, does its whole job (cluster-wide watches, status writes, Events, Jobs,
-evictions); what the role does not grant is refused with 403."""
+deploy/'s ServiceAccount, does its whole job alone (the standalone overlay: cluster-wide watches,
+status writes, Events); beside LLMKube (the roles of llmkube-own-cert, evictions included), what the
+role does not grant is refused with 403."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.cluster.control_plane import CLUSTER, ControlPlane
+from tests.cluster.control_plane import CLUSTER, STANDALONE, ControlPlane
 from tests.cluster.kube import Kube
 from tests.cluster.models import Models
 from tests.cluster.operator_process import OPERATOR_USER, audit_records, service_account_token
@@ -20,6 +21,7 @@ pytestmark = CLUSTER
 USER = OPERATOR_USER
 
 
+@STANDALONE  # full mode, every namespace: modelseal as the only Model controller
 async def test_the_operator_does_its_job_on_deploys_rbac_alone(
     admin: Kube, namespace: str, start_operator: Any, control_plane: ControlPlane
 ) -> None:
@@ -94,4 +96,5 @@ async def test_writes_the_role_does_not_grant_are_refused_with_403(
         assert evict.status_code == 404, evict.text  # allowed, and there is no such Pod
     finally:
         await operator.aclose()
-    assert (await models.model("m"))["spec"] == {"source": MODEL_SOURCE, "sha256": FIXTURE_SHA256}
+    spec = (await models.model("m"))["spec"]  # with the defaults of LLMKube's CRD (format, refreshPolicy)
+    assert (spec["source"], spec["sha256"]) == (MODEL_SOURCE, FIXTURE_SHA256), spec

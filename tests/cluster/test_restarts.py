@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.cluster.control_plane import CLUSTER, ControlPlane
+from tests.cluster.control_plane import CLUSTER, STANDALONE, ControlPlane
 from tests.cluster.kube import Kube, eventually
 from tests.cluster.models import Models, enforce
 from tests.cluster.operator_process import audit_records
@@ -21,7 +21,7 @@ from tests.cluster.overlays import Applied
 from tests.cluster.webhooks import Webhook, flags, register
 from tests.operator.cluster import condition
 
-pytestmark = CLUSTER
+pytestmark = [*CLUSTER, STANDALONE]
 COUNT = 40
 
 

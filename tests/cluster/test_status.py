@@ -1,44 +1,36 @@
-"""What the operator writes on a real API server: enforce and warn (full mode), conditions mode
-beside a writer of phase that updates the whole status as LLMKube does, and full mode stopping
-when another controller writes phase. Ownership is read from the API server's managedFields."""
+"""What the operator writes on a real API server. Alone (deploy/crd): enforce and warn in full mode.
+Beside LLMKube v0.9.19's own controller: conditions mode over LLMKube's real reconciles of a Model
+it leads through Failed, Pending and Ready (and a restart of its manager), neither undoing the
+other; and full mode meeting LLMKube's writes of ``phase`` and stopping. Ownership is read from the
+API server's managedFields."""
 
 from __future__ import annotations
 
+import asyncio
+import functools
 from typing import Any
 
 from modelseal.attest.signing.private_keys import generate_key
-from tests.cluster.control_plane import CLUSTER, ControlPlane
+from tests.cluster.control_plane import CLUSTER, STANDALONE, ControlPlane
 from tests.cluster.kube import Kube, eventually
-from tests.cluster.llmkube_shapes import PhaseWriter
-from tests.cluster.models import Models, condition, condition_is, enforce
+from tests.cluster.llmkube import MANAGER, bind, claim, condition_types, owned, touch
+from tests.cluster.models import Models, condition, enforce
+from tests.conftest import FIXTURE_SHA256
 from tests.operator.cluster import phase
 
 pytestmark = CLUSTER
+HUB = "acme/attested-model"  # a Hugging Face repository id: LLMKube turns it Ready, nothing to download
 OURS = "modelseal.dev/AttestationVerified"
+NOT_SET = "attestation rejected: no attestation is referenced"
+#: a repository the runtime would download itself: refused before any reference is looked at
+RESOLVED = "attestation rejected: spec.source 'acme/attested-model' is a Hugging Face repository the runtime downloads"
+NO_SHA = "attestation rejected: the attestation policy requires spec.sha256"
 
 
-def owned(model: dict[str, Any], manager: str) -> dict[str, Any]:
-    """The status fields ``manager`` owns (its fieldsV1 under f:status), from managedFields."""
-    found: dict[str, Any] = {}
-    for entry in model["metadata"].get("managedFields") or []:
-        if entry.get("manager") == manager and entry.get("subresource") == "status":
-            found.update((entry.get("fieldsV1") or {}).get("f:status") or {})
-    return found
-
-
-def condition_keys(fields: dict[str, Any]) -> set[str]:
-    """The condition types named in f:conditions (keys look like k:{"type":"X"})."""
-    import json
-
-    return {json.loads(k[2:])["type"] for k in fields.get("f:conditions") or {} if k.startswith("k:")}
-
-
-async def test_enforce_admits_refuses_heals_and_revokes(
-    admin: Kube, namespace: str, start_operator: Any
-) -> None:
-    models = Models(admin, namespace)
+@STANDALONE
+async def test_enforce_admits_refuses_heals_and_revokes(models: Models, start_operator: Any) -> None:
     await models.standard()
-    await start_operator(enforce(namespace))
+    await start_operator(enforce(models.namespace))
     await models.new_model("admitted", attestation="good")
     await models.new_model("refused", attestation="held")
     ready = await models.until("admitted", phase("Ready"))
@@ -58,75 +50,109 @@ async def test_enforce_admits_refuses_heals_and_revokes(
         await models.event(reason, about, timeout=30)  # posted just after the status write
 
 
-async def test_warn_reports_and_never_blocks(admin: Kube, namespace: str, start_operator: Any) -> None:
-    models = Models(admin, namespace)
+@STANDALONE
+async def test_warn_reports_and_never_blocks(models: Models, start_operator: Any) -> None:
     await models.standard()
-    await start_operator(["--namespace", namespace, "--model-attestation=warn",
-                          f"--model-attestation-trusted-keys={namespace}/socair-trusted-keys"])  # fmt: skip
+    await start_operator(["--namespace", models.namespace, "--model-attestation=warn",
+                          f"--model-attestation-trusted-keys={models.namespace}/socair-trusted-keys"])  # fmt: skip
     await models.new_model("unattested")
     model = await models.until("unattested", phase("Ready"))
     assert (condition(model, "AttestationVerified") or {})["reason"] == "ModelAttestationRejected"
 
 
-async def test_conditions_mode_owns_only_its_conditions_beside_llmkubes_phase_writes(
-    admin: Kube, namespace: str, start_operator: Any, control_plane: ControlPlane
+def _as_written(model: dict[str, Any], phase_: str, theirs: tuple[str, str, str], ours: str) -> list[str]:
+    """What is wrong with ``model`` (nothing: []): LLMKube's phase and condition ``theirs`` (type,
+    status, reason) as its manager wrote and owns them; modelseal's verdict, saying ``ours``, at
+    the Model's generation, owned by modelseal alone; neither owning the other's."""
+    wrong = []
+    status, name = model.get("status") or {}, model["metadata"]["name"]
+    if status.get("phase") != phase_:
+        wrong.append(f"{name}: phase {status.get('phase')!r}, not {phase_!r}")
+    kind, state, reason = theirs
+    found = condition(model, kind) or {}
+    if (found.get("status"), found.get("reason")) != (state, reason):
+        wrong.append(f"{name}: {kind} {found.get('status')}/{found.get('reason')}, not {state}/{reason}")
+    verdict = condition(model, OURS) or {}
+    if verdict.get("status") != "False" or not str(verdict.get("message", "")).startswith(ours):
+        wrong.append(f"{name}: {OURS} {verdict.get('status')} {verdict.get('message')!r}, not False {ours!r}")
+    if verdict.get("observedGeneration") != model["metadata"]["generation"]:
+        wrong.append(f"{name}: the verdict is of generation {verdict.get('observedGeneration')}")
+    if "AttestationVerified" in {c["type"] for c in status.get("conditions") or []}:
+        wrong.append(f"{name}: modelseal's verdict without its prefix")
+    mine, llmkubes = owned(model, "modelseal"), owned(model, MANAGER)
+    if "f:phase" in mine or "f:phase" not in llmkubes:
+        wrong.append(f"{name}: status.phase owned by {'modelseal' if 'f:phase' in mine else 'nobody'}")
+    if condition_types(mine) != {OURS}:
+        wrong.append(f"{name}: modelseal owns the conditions {sorted(condition_types(mine))}")
+    if OURS in condition_types(llmkubes) or kind not in condition_types(llmkubes):
+        wrong.append(f"{name}: LLMKube's manager owns the conditions {sorted(condition_types(llmkubes))}")
+    return wrong
+
+
+def _wrong(
+    items: list[dict[str, Any]], expected: dict[str, tuple[str, tuple[str, str, str], str]]
+) -> list[str]:
+    return [w for m in items for w in _as_written(m, *expected[m["metadata"]["name"]])]
+
+
+def _right(items: list[dict[str, Any]], expected: dict[str, tuple[str, tuple[str, str, str], str]]) -> bool:
+    return not _wrong(items, expected)
+
+
+async def test_conditions_mode_and_llmkubes_own_reconciles_never_undo_each_other(
+    admin: Kube, models: Models, start_operator: Any, control_plane: ControlPlane
 ) -> None:
-    """LLMKube (played: whole-status Updates) writes phase; modelseal its conditions; over several
-    rounds of both, neither undoes the other, and managedFields say who owns what."""
-    models = Models(admin, namespace)
+    """LLMKube's Model controller leads a ``pvc://`` Model from Failed (no claim) through Pending
+    (a claim, unbound) to Ready (bound), and keeps a Hugging Face repository's Ready, with
+    whole-status Updates of its own; modelseal (conditions mode) judges both again at each new
+    generation. After every round, and after LLMKube's manager is restarted (it reconciles every
+    Model again), each wrote what it owns and neither undid the other."""
+    namespace = models.namespace
     await models.standard()
-    await models.new_model("admitted", attestation="good")
-    await models.new_model("flipping", attestation="held")
+    await models.new_model("weights", source="pvc://weights/model.gguf", sha256=None)
+    await models.new_model("hub", source=HUB)
     await start_operator(enforce(namespace, "--model-status=conditions"))
-    await models.until("admitted", condition_is(OURS, "True"))
-    await models.until("flipping", condition_is(OURS, "False"))
-    llmkube = PhaseWriter(control_plane.admin)
-    try:
-        for round_, (phase_, envelope, verdict) in enumerate([
-            ("Downloading", "authorized", "True"), ("Ready", "withheld", "False"),
-            ("Failed", "authorized", "True"), ("Ready", "withheld", "False"),
-        ]):  # fmt: skip
-            for name in ("admitted", "flipping"):
-                await llmkube.write(namespace, name, phase_, f"Round{round_}")
-            await models.set_attestation("held", envelope)  # modelseal writes "flipping" again
-            flipping = await models.until("flipping", condition_is(OURS, verdict))
-            admitted = await models.model("admitted")
-            for model in (flipping, admitted):
-                status = model["status"]
-                assert status["phase"] == phase_, (
-                    f"round {round_}: {model['metadata']['name']} lost its phase"
-                )
-                theirs = condition(model, "Available")
-                assert theirs is not None and theirs["reason"] == f"Round{round_}"
-                assert not {c["type"] for c in status["conditions"]} & {"AttestationVerified", "Degraded"}
-                ours, llmkubes = owned(model, "modelseal"), owned(model, "manager")
-                assert "f:phase" not in ours and "f:phase" in llmkubes
-                assert condition_keys(ours) == {OURS}, ours
-                assert OURS not in condition_keys(llmkubes) and "Available" in condition_keys(llmkubes)
-    finally:
-        await llmkube.aclose()
+    hub = ("Ready", ("Available", "True", "RuntimeResolved"), RESOLVED)
+    rounds: list[tuple[str, tuple[str, tuple[str, str, str], str]]] = [
+        ("created", ("Failed", ("Degraded", "True", "PVCNotFound"), NO_SHA)),
+        ("a claim, unbound; spec.sha256 set", ("Pending", ("Progressing", "True", "PVCNotBound"), NOT_SET)),
+        ("the claim bound", ("Ready", ("Available", "True", "PVCModelReady"), NOT_SET)),
+    ]
+    if control_plane.own:  # $KUBECONFIG's LLMKube is not the suite's to restart
+        rounds.append(("LLMKube's manager restarted", rounds[-1][1]))
+    for what, weights in rounds:
+        if what.startswith("a claim"):
+            await claim(admin, namespace, "weights")
+            await models.patch(models.path("weights"), {"spec": {"sha256": FIXTURE_SHA256}})
+        elif what == "the claim bound":
+            await bind(admin, namespace, "weights")
+            await touch(admin, models.path("weights"), "bound")  # LLMKube's next look, now
+        elif what.startswith("LLMKube"):
+            before = {n: (await models.model(n))["metadata"]["resourceVersion"] for n in ("weights", "hub")}
+            await asyncio.to_thread(control_plane.restart, "llmkube")
+        expected = {"weights": weights, "hub": hub}
+        await eventually(lambda: admin.items(models.models), functools.partial(_right, expected=expected),
+                         timeout=90, what=f"after '{what}', each controller's writes as expected",
+                         show=functools.partial(_wrong, expected=expected))  # fmt: skip
+    if control_plane.own:  # the restarted manager reconciled both (its log) and wrote neither
+        after = {n: (await models.model(n))["metadata"]["resourceVersion"] for n in ("weights", "hub")}
+        assert after == before, "LLMKube's restarted manager wrote Models that were Ready"
 
 
-async def test_full_mode_stops_writing_where_another_controller_writes_phase(
-    admin: Kube, namespace: str, start_operator: Any, control_plane: ControlPlane
+async def test_full_mode_beside_llmkube_stops_at_the_second_writer_of_phase(
+    models: Models, start_operator: Any
 ) -> None:
-    """Full mode beside a second writer of phase (LLMKube's controller, played): modelseal notices it
-    in managedFields, posts SecondStatusWriter and never writes Ready over the other's Failed."""
-    models = Models(admin, namespace)
+    """Full mode beside LLMKube's controller: it turns an unattested Model Ready (a Hugging Face
+    repository id: nothing to download), whether before modelseal judged it or after modelseal
+    wrote Failed; modelseal sees the second writer of ``phase`` in managedFields, says so in a
+    SecondStatusWriter Event and writes no more, so the Model stays Ready: full mode cannot keep a
+    refused Model from serving beside LLMKube (conditions mode and the webhook are the way)."""
     await models.standard()
-    await models.new_model("model", attestation="good")
-    await start_operator(enforce(namespace))
-    ready = await models.until("model", phase("Ready"))
-    assert "f:phase" in owned(ready, "modelseal")
-    llmkube = PhaseWriter(control_plane.admin)
-    try:
-        await llmkube.write(namespace, "model", "Failed", "IntegrityCheckFailed")
-    finally:
-        await llmkube.aclose()
-    # any change to the attestation's ConfigMap makes modelseal judge the Model again
-    await models.patch(f"{models.configmaps}/good", {"metadata": {"annotations": {"touched": "1"}}})
-    await eventually(lambda: admin.items(f"/api/v1/namespaces/{namespace}/events"),
-                     lambda events: any(e["reason"] == "SecondStatusWriter" for e in events),
-                     timeout=60, what="a SecondStatusWriter Event")  # fmt: skip
-    model = await models.model("model")
-    assert model["status"]["phase"] == "Failed" and "f:phase" in owned(model, "manager")
+    await models.new_model("before", source=HUB)  # Ready by LLMKube before modelseal starts
+    await start_operator(enforce(models.namespace))
+    await models.new_model("after", source=HUB)  # judged by both at once
+    for name in ("before", "after"):
+        stopped = await models.event("SecondStatusWriter", name, timeout=60)
+        assert stopped["message"].startswith(f"status.phase is also written by {MANAGER}: modelseal stops")
+        model = await models.until(name, phase("Ready"))
+        assert "f:phase" in owned(model, MANAGER) and "f:phase" not in owned(model, "modelseal")

@@ -88,7 +88,7 @@ def test_registry_and_publisher_flags(tmp_path: Path) -> None:
         (["--model-attestation=enforce", "--model-attestation-trusted-keys=a/b", "--recheck-interval=1s"],
          "--recheck-interval must be at least 10s"),
         (["--model-attestation-allow-conditions=maybe"], "invalid boolean value 'maybe'"),
-        (["--namespace", "a", "--all-namespaces"], "not allowed with argument"),
+        (["--namespace", "a", "--all-namespaces"], "--all-namespaces and --namespace exclude each other"),
         (["--publisher-image= "], "--publisher-image ' ': give an image reference"),
         (["--registry-config=/nonexistent/config.json"], "--registry-config /nonexistent/config.json: no such file"),
         (["--registry-ca-file=/nonexistent/ca.pem"], "--registry-ca-file /nonexistent/ca.pem: no such file"),

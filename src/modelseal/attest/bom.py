@@ -9,6 +9,8 @@ repository as its distribution reference. Each file is a component:
 tokenizers), with its SHA-256, its size and format as properties and, for an
 image, the layer holding it. Component references are the file paths, so the
 same folder gives the same BOM but for its serial number and timestamp.
+Components are listed in path order; ``metadata.tools`` names modelseal and
+its version, and the model has an empty ``modelCard`` to fill in.
 
 The result is ready to attach: ``modelseal attest --predicate-type
 https://cyclonedx.org/bom --predicate bom.json --attach oci://...``.
@@ -124,8 +126,26 @@ def model_bom(
     )
     bom = Bom(components=components)
     bom.metadata.component = root
+    bom.metadata.tools.components.add(_tool())
     if now is not None:
         bom.metadata.timestamp = now
     bom.register_dependency(root, components)
     doc: dict[str, Any] = json.loads(JsonV1Dot6(bom).output_as_string())
+    # the files in path order, as a folder lists them (the library orders them by type and name)
+    doc["components"].sort(key=lambda c: c["name"])
+    # a model card for people to fill in (cyclonedx-python-lib has no model for it yet)
+    doc["metadata"]["component"]["modelCard"] = {
+        "bom-ref": "model-card",
+        "modelParameters": {},
+        "considerations": {},
+    }
     return doc
+
+
+def _tool() -> Any:
+    """modelseal itself, as the BOM's ``metadata.tools``."""
+    from cyclonedx.model.component import Component, ComponentType
+
+    from modelseal import __version__
+
+    return Component(type=ComponentType.APPLICATION, name="modelseal", version=__version__)

@@ -5,13 +5,14 @@ alone prints its help to stdout); for ``verify``: verified and admitted, or refu
 warn mode); 1 refused, failed verification or bad input; 2 usage error;
 3 operational failure (I/O, network, registry) or an internal error (a bug:
 one line, no traceback). ``verify`` follows socair and uses 1 for every
-failure that is not a usage error.
+failure that is not a usage error, and so does ``verify-files``.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import re
 import sys
 from collections.abc import Collection, Sequence
 from typing import Any, NoReturn
@@ -34,10 +35,21 @@ VERBOSE_HELP = "log what happens to stderr (accepted before or after the command
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse that raises instead of printing and exiting."""
+    """argparse that raises instead of printing and exiting; it keeps the words it was given
+    (``given``: a command's parser, those after the command), for an action that must see them all."""
+
+    given: Sequence[str] = ()
 
     def error(self, message: str) -> NoReturn:
-        raise UsageError(message, usage=self.format_usage().strip())
+        # the command's --help is named by main(), which knows the command when argparse does not
+        # (an unrecognized argument is reported by the top level)
+        raise UsageError(_with_fix(message))
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        self.given = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
 
     def _check_value(self, action: argparse.Action, value: Any) -> None:
         # a mistyped command lists the commands a user can type, not the hidden ones
@@ -84,6 +96,7 @@ _COMMANDS: tuple[tuple[str, str], ...] = (
     ("attest", "sign an in-toto Statement over files or an image (for CI)"),
     ("verify", "verify and admit an attestation (as socair verify)"),
     ("digest", "SHA-256 of a file, socair's digest of a directory"),
+    ("verify-files", "check files in place against SHA-256 digests (the serving Pod's init container)"),
     ("bom", "write a CycloneDX 1.6 ML-BOM for a model folder or image"),
     (
         "publish",
@@ -95,6 +108,8 @@ _COMMANDS: tuple[tuple[str, str], ...] = (
     ("operator", "run the Kubernetes operator (LLMKube Models)"),
 )
 _NAMES = frozenset(name for name, _ in _COMMANDS)
+#: commands that add their own -h/--help (verify-files: taken alone only, as exit 0 starts a runtime)
+_OWN_HELP = frozenset({"verify-files"})
 
 
 def _add_arguments(name: str, parser: argparse.ArgumentParser) -> None:
@@ -116,10 +131,10 @@ def _add_arguments(name: str, parser: argparse.ArgumentParser) -> None:
         from modelseal.cli.bom_commands import add_bom
 
         add_bom(parser)
-    elif name == "stage":
-        from modelseal.cli.stage_commands import add_stage
+    elif name in ("stage", "verify-files"):
+        from modelseal.cli.files_commands import add_stage, add_verify_files
 
-        add_stage(parser)
+        (add_stage if name == "stage" else add_verify_files)(parser)
     else:
         from modelseal.cli.operator_commands import add_operator
 
@@ -136,7 +151,7 @@ def build_parser(only: Collection[str] | None = None) -> argparse.ArgumentParser
     parser.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name, line in _COMMANDS:
-        command = commands.add_parser(name, help=line)
+        command = commands.add_parser(name, help=line, add_help=name not in _OWN_HELP)
         if only is None or name in only:
             _add_arguments(name, command)
     _finish(parser)
@@ -197,6 +212,39 @@ def _flags_before_the_command(parser: argparse.ArgumentParser, before: list[str]
     )
 
 
+def _with_fix(message: str) -> str:
+    """argparse's ``message`` with what to do about it, where argparse leaves that out."""
+    both = re.fullmatch(r"argument (\S+?)(?:/\S+)?: not allowed with argument (\S+?)(?:/\S+)?", message)
+    if both:
+        return f"{both[1]} and {both[2]} exclude each other: give one of them"
+    if message.startswith("ambiguous option: "):
+        return f"{message}: spell the option out"
+    return message
+
+
+def _did_you_mean(message: str, its: argparse.ArgumentParser) -> str:
+    """An unrecognized option named with the option of ``its`` it is closest to."""
+    if not message.startswith("unrecognized arguments: "):
+        return message
+    import difflib  # only for a mistyped option
+
+    options = [o for o in its._option_string_actions if o.startswith("--")]
+    for word in message.removeprefix("unrecognized arguments: ").split():
+        name = word.split("=", 1)[0]
+        close = difflib.get_close_matches(name, options, n=1, cutoff=0.75) if word.startswith("-") else []
+        if close:
+            return f"{message}; did you mean {close[0]}?"
+    return message
+
+
+def _help_line(parser: argparse.ArgumentParser, words: list[str]) -> tuple[str, argparse.ArgumentParser]:
+    """``modelseal COMMAND --help`` for the command ``words`` name (the top level's when none), and
+    that command's parser."""
+    shown = ["publish", "inspect", *words[1:]] if words[:1] == ["publish-inspect"] else words
+    command, its = _command_named(parser, shown)
+    return " ".join(filter(None, ("modelseal", command, "--help"))), its
+
+
 def _unpinned(message: str, argv: Sequence[str]) -> str:
     """``message`` with every argument that carries a PIN (``pin-value=`` in a signer URI given where
     no ``--key`` is taken, so argparse quotes it back) cut to the form a message may show.
@@ -244,13 +292,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = handler(args)
         return code
     except UsageError as e:
-        print(f"error: {clip(_unpinned(printable(str(e)), args_list))}", file=sys.stderr)
-        if e.usage:
-            print(e.usage, file=sys.stderr)
+        # one line: what is wrong, what to do, and where to read more (issue 31, point 5)
+        help_line, its = _help_line(parser, args_list[at:])
+        message = _did_you_mean(str(e), its)
+        # a message that shows a command line already says what to type
+        more = "" if "--help" in message or "modelseal " in message else f" ({help_line})"
+        print(f"error: {clip(_unpinned(printable(message), args_list))}{more}", file=sys.stderr)
         return 2
     except Error as e:
         print(f"error: {clip(_unpinned(printable(str(e)), args_list))}", file=sys.stderr)
-        return 1 if command == "verify" else e.exit_code
+        return 1 if command in ("verify", "verify-files") else e.exit_code
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130

@@ -22,8 +22,13 @@ if TYPE_CHECKING:
 
 __all__ = ["envelope_paths", "verify_admission"]
 
-#: flags that a TrustPolicy takes from the command line, but an admission policy from each ``trust``
-_TRUST_FLAGS = ("max_age", "predicate_type", "allow_conditions", "strict")
+#: flags that a TrustPolicy takes from the command line, and where an admission policy says the same
+_TRUST_FLAGS = {
+    "predicate_type": "predicateType on each requirement (not in its trust)",
+    "max_age": "maxAge in a requirement's trust",
+    "allow_conditions": "allowConditions in a requirement's trust",
+    "strict": "strict in a requirement's trust",
+}
 
 
 def envelope_paths(args: argparse.Namespace) -> list[str]:
@@ -34,10 +39,15 @@ def envelope_paths(args: argparse.Namespace) -> list[str]:
 def _refuse_trust_flags(args: argparse.Namespace) -> None:
     from modelseal.cli import bundle_commands
 
-    given = [f"--{f.replace('_', '-')}" for f in _TRUST_FLAGS if getattr(args, f, None) not in (None, False)]
-    if given or bundle_commands.authority_wanted(args):
-        flag = given[0] if given else "an authority flag"
-        raise UsageError(f"{flag} does not go with an AdmissionPolicy: give it in a requirement's trust")
+    given = [f for f in _TRUST_FLAGS if getattr(args, f, None) not in (None, False)]
+    if given:
+        flag, where = f"--{given[0].replace('_', '-')}", _TRUST_FLAGS[given[0]]
+        raise UsageError(f"{flag} does not go with an AdmissionPolicy: give {where}")
+    if bundle_commands.authority_wanted(args):
+        raise UsageError(
+            "an authority flag does not go with an AdmissionPolicy: give identities, certificateRoots or"
+            " trustedRoot in a requirement's trust"
+        )
 
 
 def _candidates(paths: list[str]) -> list[Candidate]:
@@ -130,8 +140,14 @@ def _json(result: AdmissionResult) -> dict[str, Any]:
 
 
 def _text(result: AdmissionResult) -> str:
+    """The admitted requirements, one a line, their names and types in columns (issue 31, point 10)."""
     lines = [f"admitted: {result.verdict.message}"]
-    for r in result.requirements:
+    rows = [(printable(r.name), printable(r.predicate_type), r) for r in result.requirements]
+    # columns as wide as the widest entry, up to a limit: one long name does not push every line right
+    name_width = min(max((len(n) for n, _, _ in rows), default=0), 40)
+    type_width = min(max((len(t) for _, t, _ in rows), default=0), 60)
+    for name, predicate_type, r in rows:
         who = ", ".join(s["name"] or s["keyid"][:16] for s in r.signers)
-        lines.append(printable(f"  met  {r.name}  {r.predicate_type}  by {r.attestation} (signed by {who})"))
+        said = printable(f"by {r.attestation} (signed by {who})")
+        lines.append(f"  met  {name:<{name_width}}  {predicate_type:<{type_width}}  {said}")
     return "\n".join(lines)

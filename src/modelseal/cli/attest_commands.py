@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from modelseal.cli import bundle_commands
-from modelseal.cli.image_commands import attest_image, is_image
+from modelseal.cli.image_commands import IMAGE_HELP, attest_image, is_image
 from modelseal.cli.progress import ProgressBar
 from modelseal.cli.registry_access import registry_options
 from modelseal.errors import InputError, KeyFileError, UsageError
@@ -49,6 +49,11 @@ def add_key(key: argparse.ArgumentParser) -> None:
         default="ed25519",
         help="ed25519 (the default; socair's), ecdsa-p256, ecdsa-p384 or rsa-3072",
     )
+    gen.add_argument(
+        "--force",
+        action="store_true",
+        help="replace PREFIX.key and PREFIX.pub if they exist (the old key is lost)",
+    )
     gen.set_defaults(handler=key_gen)
 
 
@@ -72,7 +77,7 @@ def add_attest(attest: argparse.ArgumentParser) -> None:
         "paths",
         nargs="+",
         metavar="PATH",
-        help="files or model directories, or one oci://REGISTRY/REPO@DIGEST",
+        help=f"files or model directories, or one image: {IMAGE_HELP}",
     )
     attest.add_argument("--key", action="append", required=True, help="private key; repeat to co-sign")
     attest.add_argument(
@@ -111,8 +116,15 @@ def key_gen(args: argparse.Namespace) -> int:
 
     if args.issuer is not None:
         valid_issuer(args.issuer)
+    there = [p for p in (f"{args.out}.key", f"{args.out}.pub") if os.path.lexists(p)]
+    if there and not args.force:
+        # a usage matter, not a failure of the machine (issue 31, point 6)
+        raise UsageError(
+            f"{' and '.join(there)} already exist{'s' if len(there) == 1 else ''}: give another --out,"
+            " or --force to replace them"
+        )
     key = generate_key(args.algorithm, issuer=args.issuer or None)
-    priv, pub = write_key_pair(args.out, key)
+    priv, pub = write_key_pair(args.out, key, replace=args.force)
     print(f"key id {key.public.keyid}")
     print(f"  private: {printable(str(priv))} (keep it secret; mode 0600)")
     print(f"  public:  {printable(str(pub))} (share it; verifiers list it in their trusted keys)")

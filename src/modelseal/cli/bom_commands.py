@@ -17,7 +17,9 @@ __all__ = ["add_bom"]
 
 def add_bom(bom: argparse.ArgumentParser) -> None:
     """``bom``'s arguments."""
-    bom.add_argument("target", metavar="PATH|oci://REF", help="a model folder or file, or an image")
+    from modelseal.cli.image_commands import IMAGE_HELP
+
+    bom.add_argument("target", metavar="PATH|REF", help=f"a model folder or file, or an image: {IMAGE_HELP}")
     bom.add_argument("--name", help="the model's name (default: the folder's or repository's)")
     bom.add_argument("--model-version", metavar="TEXT", help="the model's version")
     bom.add_argument("--source", metavar="URL", help="where the model comes from (default for an image: it)")

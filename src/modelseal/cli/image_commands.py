@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import sys
 from datetime import datetime
@@ -22,21 +23,45 @@ if TYPE_CHECKING:
     from modelseal.publish.referrers.store import Attached
     from modelseal.publish.registry.reference import ImageReference
 
-__all__ = ["attach_signed", "attest_image", "image_reference", "is_image", "verify_image_cmd"]
+__all__ = ["IMAGE_HELP", "attach_signed", "attest_image", "image_reference", "is_image", "verify_image_cmd"]
+
+
+#: what every command's help says of an image reference (issue 31, point 2: one convention)
+IMAGE_HELP = (
+    "REGISTRY/REPO@sha256:... (pinned) or REGISTRY/REPO:TAG (resolved to the digest it names now);"
+    " the oci:// prefix is optional"
+)
 
 
 def is_image(text: str) -> bool:
-    """Whether a path argument names an image (``oci://``)."""
-    return text.startswith("oci://")
-
-
-def image_reference(text: str, flag: str) -> ImageReference:
-    """An ``oci://`` reference with a tag or a digest."""
+    """Whether a PATH argument names an image: ``oci://REF``, or a reference with a registry host and a
+    tag or digest where no file or folder of that name exists (a file always wins)."""
     from modelseal.publish.registry.reference import parse_reference
 
-    if not is_image(text):
-        raise UsageError(f"{flag} {text!r}: give an image as oci://REGISTRY/REPO@sha256:...")
-    ref = parse_reference(text, allow_oci_scheme=True)
+    if text.startswith("oci://"):
+        return True
+    if os.path.lexists(text):
+        return False
+    try:
+        ref = parse_reference(text)
+    except UsageError:
+        return False
+    return ref.tag is not None or ref.digest is not None
+
+
+def image_reference(text: str, flag: str, *, require: str | None = None) -> ImageReference:
+    """An image as every command takes it: ``oci://REGISTRY/REPO...`` or ``REGISTRY/REPO...``, with a tag
+    or a digest (``require``: ``"tag"`` for a destination, see :func:`parse_reference`).
+
+    Raises:
+        UsageError: not a reference, or one with neither tag nor digest; the message names ``flag``.
+    """
+    from modelseal.publish.registry.reference import parse_reference
+
+    try:
+        ref = parse_reference(text, allow_oci_scheme=True, require=require)
+    except UsageError as e:
+        raise UsageError(f"{flag} {e}") from None
     if ref.digest is None and ref.tag is None:
         raise UsageError(f"{flag} {text!r}: give a digest (@sha256:...) or a tag")
     return ref

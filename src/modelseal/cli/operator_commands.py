@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
+from typing import TYPE_CHECKING
 
 from modelseal.errors import OperationalError, UsageError
 
+if TYPE_CHECKING:
+    from modelseal.operator.settings import OperatorSettings
+
 __all__ = ["add_operator"]
+
+#: where /metrics listens (a pod's port)
+_ALL = "0.0.0.0"  # noqa: S104
 
 
 def _go_bool(text: str) -> bool:
@@ -45,7 +53,7 @@ def add_operator(op: argparse.ArgumentParser) -> None:
         help="also admit authorized_with_conditions",
     )
     run.add_argument("--model-attestation-max-age", default="0", metavar="DURATION",
-                     help="refuse attestations issued longer ago (e.g. 2160h); 0 disables")  # fmt: skip
+                     help="refuse attestations issued longer ago (2160h, 90d); 0 disables")  # fmt: skip
     run.add_argument(
         "--model-attestation-policy",
         metavar="FILE|NS/NAME",
@@ -117,6 +125,48 @@ def install_hint() -> str:
     return "pip install kopf prometheus-client into the environment modelseal is installed in"
 
 
+def _addresses(args: argparse.Namespace, settings: OperatorSettings) -> list[tuple[str, str, str, int, str]]:
+    """(flag, as given, host, port, what to do instead) for each address the operator listens on."""
+    from urllib.parse import urlsplit
+
+    found = []
+    if args.metrics_port:
+        found.append(
+            ("--metrics-port", str(args.metrics_port), _ALL, args.metrics_port, ", or 0 to turn it off")
+        )
+    if args.liveness:
+        url = urlsplit(args.liveness)
+        try:
+            port = url.port
+        except ValueError:
+            port = None
+        if url.hostname and port:
+            found.append(("--liveness", args.liveness, url.hostname, port, ", or '' to turn it off"))
+    if settings.webhook is not None:
+        webhook = settings.webhook
+        found.append(("--admission-webhook", args.admission_webhook, webhook.host, webhook.port, ""))
+    return found
+
+
+def _free(flag: str, given: str, host: str, port: int, instead: str) -> None:
+    """Raise when ``host:port`` cannot be listened on now (taken, or no such address here)."""
+    from modelseal.operator.admission.webhook_tls import listen
+
+    try:
+        listen(host, port, backlog=1).close()
+    except OSError as e:
+        raise _taken(flag, given, host, port, e, instead) from None
+
+
+def _taken(flag: str, given: str, host: str, port: int, error: OSError, instead: str) -> OperationalError:
+    why = (
+        "is in use (another operator or server listens there)"
+        if error.errno == errno.EADDRINUSE
+        else (f"cannot be listened on: {error.strerror or error}")
+    )
+    return OperationalError(f"{flag} {given}: {host}:{port} {why}; give another{instead}")
+
+
 def run_cmd(args: argparse.Namespace) -> int:
     """Build the operator from the flags and run it until interrupted."""
     try:
@@ -159,6 +209,10 @@ def run_cmd(args: argparse.Namespace) -> int:
     )
     if not 0 <= args.metrics_port <= 65535:
         raise UsageError("--metrics-port must be between 0 and 65535")
+    # every address the operator will listen on, tried before anything starts: a taken one is one line
+    # naming its flag, not a crash of the metrics thread or kopf retrying the webhook (issue 31, point 11)
+    for flag, given, host, port, instead in _addresses(args, settings):
+        _free(flag, given, host, port, instead)
     from modelseal.operator.kube.cluster_access import find_cluster
 
     cluster = find_cluster()  # before kopf, whose login would log tracebacks and retry
@@ -173,7 +227,10 @@ def run_cmd(args: argparse.Namespace) -> int:
     )  # fmt: skip
     metrics = OperatorMetrics()
     if args.metrics_port:
-        metrics.serve(args.metrics_port)
+        try:
+            metrics.serve(args.metrics_port)
+        except OSError as e:  # taken since it was tried
+            raise _taken("--metrics-port", str(args.metrics_port), _ALL, args.metrics_port, e, "") from None
     reconciler = Reconciler(settings, metrics=metrics)
     registry = build_registry(reconciler)
     kopf_settings = kopf.OperatorSettings()

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from modelseal.cli.image_commands import IMAGE_HELP, image_reference
 from modelseal.cli.key_values import key_values
 from modelseal.cli.progress import ProgressBar, human_bytes
 from modelseal.cli.registry_access import registry_client, registry_options
@@ -33,10 +34,16 @@ def add_publish(pub: argparse.ArgumentParser) -> None:
     pub.description = (
         "Push model files as one OCI image (one tar layer per file, files at the image root),"
         " or with --format modelpack as a CNCF ModelPack v1 artifact (one layer per file, typed by its"
-        " role). Also: modelseal publish inspect oci://REGISTRY/REPO@sha256:..."
+        " role). Also: modelseal publish inspect REF. An image is named REGISTRY/REPO:TAG or"
+        " REGISTRY/REPO@sha256:..., with or without oci:// (the pinned oci:// form is what publish prints)"
     )
     pub.add_argument("files", nargs="*", metavar="FILE", help="LOCAL, or IMAGE/PATH=LOCAL")
-    pub.add_argument("--image", required=True, metavar="REGISTRY/REPO:TAG", help="where to publish")
+    pub.add_argument(
+        "--image",
+        required=True,
+        metavar="REGISTRY/REPO:TAG",
+        help="where to publish: a tag (the oci:// prefix is optional); prints the pinned oci://...@sha256:",
+    )
     pub.add_argument("--from", dest="from_dir", metavar="DIR", help="publish every file under DIR")
     pub.add_argument(
         "--follow-symlinks",
@@ -51,7 +58,7 @@ def add_publish(pub: argparse.ArgumentParser) -> None:
         choices=("image", "modelpack"),
         default="image",
         help="image: ImageVolume-mountable image (containerd, CRI-O); modelpack: CNCF ModelPack v1"
-        " artifact (CRI-O, modctl, KitOps, Harbor, Dragonfly). Default: image",
+        " artifact (CRI-O, modctl, Harbor, Dragonfly; KitOps after v1.7.0). Default: image",
     )
     pub.add_argument(
         "--layers",
@@ -68,7 +75,11 @@ def add_publish(pub: argparse.ArgumentParser) -> None:
     )
     pub.add_argument("--model-name", metavar="NAME", help="with --format modelpack: the config's name")
     pub.add_argument(
-        "--reuse-from", action="append", metavar="REF", help="an earlier image whose layers to reuse"
+        "--reuse-from",
+        action="append",
+        metavar="REF",
+        help="an earlier image whose layers to reuse: REGISTRY/REPO:TAG or REGISTRY/REPO@sha256:...,"
+        " oci:// optional",
     )
     pub.add_argument(
         "--chunk-size-mib", type=int, default=512, metavar="N", help="upload chunk size (default 512)"
@@ -96,9 +107,7 @@ def add_publish(pub: argparse.ArgumentParser) -> None:
 def add_inspect(inspect: argparse.ArgumentParser) -> None:
     """``publish inspect``'s arguments (the hidden command ``publish-inspect``)."""
     inspect.prog = "modelseal publish inspect"
-    inspect.add_argument(
-        "image", metavar="oci://REGISTRY/REPO@sha256:...", help="the image (a tag is resolved)"
-    )
+    inspect.add_argument("image", metavar="REF", help=f"the image: {IMAGE_HELP}")
     inspect.add_argument("--json", action="store_true", help="print the files as JSON")
     inspect.add_argument(
         "--sha256",
@@ -121,10 +130,9 @@ def publish_cmd(args: argparse.Namespace) -> int:
     """``modelseal publish``."""
     from modelseal.publish.image.layout import Platform, layer_length
     from modelseal.publish.image.publisher import plan_files, publish
-    from modelseal.publish.registry.reference import parse_reference
 
-    destination = parse_reference(args.image, require="tag")
-    reuse = [parse_reference(r, allow_oci_scheme=True) for r in args.reuse_from or []]
+    destination = image_reference(args.image, "--image", require="tag")
+    reuse = [image_reference(r, "--reuse-from") for r in args.reuse_from or []]
     if not 1 <= args.chunk_size_mib <= 4096:
         raise UsageError("--chunk-size-mib must be between 1 and 4096")
     if not args.files and not args.from_dir:
@@ -133,7 +141,10 @@ def publish_cmd(args: argparse.Namespace) -> int:
         raise UsageError("--follow-symlinks goes with --from DIR")
     if args.attestation_file and not args.sign_key:
         raise UsageError("--attestation-file goes with --sign-key")
-    platform = Platform.parse(args.platform)
+    try:
+        platform = Platform.parse(args.platform)
+    except InputError as e:
+        raise UsageError(f"--platform: {e}") from None
     shape = _shape(args)
     signing_keys = _signing_keys(args.sign_key)  # a bad key fails before anything is pushed
     for flag, target in (("--result-file", args.result_file), ("--attestation-file", args.attestation_file)):
@@ -246,12 +257,9 @@ def _walk(args: argparse.Namespace) -> ModelDir:
 def inspect_cmd(args: argparse.Namespace) -> int:
     """``modelseal publish inspect``."""
     from modelseal.publish.image.contents import check_primary, check_served, describe, primary_file
-    from modelseal.publish.image.modelpack_read import served_info
-    from modelseal.publish.registry.reference import parse_reference
+    from modelseal.publish.image.modelpack_read import MODEL_FORMATS, served_info
 
-    ref = parse_reference(args.image, allow_oci_scheme=True)
-    if ref.digest is None and ref.tag is None:
-        raise UsageError(f"{args.image!r}: give a digest (@sha256:...) or a tag")
+    ref = image_reference(args.image, "publish inspect")
     want = (args.expect_sha256 or "").strip().lower()
     if args.expect_sha256 is not None and not _HEX64.fullmatch(want):
         raise UsageError("--sha256 must be 64 hex digits")
@@ -289,7 +297,7 @@ def inspect_cmd(args: argparse.Namespace) -> int:
             f"verified: the primary file {primary_file(info)['path']} has SHA-256 {want} ({read})",
             file=sys.stderr,
         )
-        if info.get("format") == "modelpack":  # list the files as read: a tar layer may hold a directory
+        if info.get("format") in MODEL_FORMATS:  # list the files as read: a tar layer may hold a directory
             info = served_info(info, served)
     if args.json:
         print(json.dumps(info, indent=2))
@@ -302,7 +310,11 @@ def inspect_cmd(args: argparse.Namespace) -> int:
         print(f"  source   {printable(info['source'])}")
     if info.get("format") == "modelpack":
         name = info.get("descriptor", {}).get("name")
-        print("  format   ModelPack v1" + (f", {printable(name)}" if name else ""))
+        names = " (pre-CNCF names)" if info.get("names") else ""
+        print(f"  format   ModelPack v1{names}" + (f", {printable(name)}" if name else ""))
+    elif info.get("format") == "modelkit":
+        name = info.get("package", {}).get("name")
+        print("  format   KitOps ModelKit" + (f", {printable(name)}" if name else ""))
     paths = [printable(f["path"] or "(untitled)") for f in info["files"]]
     width = max([len(p) for p in paths] + [4])
     print(f"  {'FILE'.ljust(width)}  {'SIZE':>10}  SHA-256")

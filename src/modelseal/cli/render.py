@@ -43,13 +43,8 @@ def admitted(verdict: Verdict, *, bound: bool) -> str:
     if d.get("format") == "oms":
         lines += _oms_lines(verdict, bound=bound)
     elif verdict.state is not None:
-        how = (
-            "confirmed: your trust list names this key"
-            if d.get("issuer_confirmed")
-            else "claimed: your trust list does not name this key"
-        )
         lines += [
-            f"verified: issued by {d['issuer']} ({how})",
+            _issuer_line(d, signer.keyid[:16]),
             f"  signed by key {signer.keyid}",
             f"  artifact {verdict.subject_digest} ({d['file_name']})",
             f"  promotion {verdict.state}, {d['checks']} check(s), document {d['document_hash']}",
@@ -86,6 +81,21 @@ def admitted(verdict: Verdict, *, bound: bool) -> str:
         )
     # every field but the counts came from the attestation: no line may move the cursor
     return "\n".join(printable(line) for line in lines)
+
+
+def _issuer_line(d: dict[str, Any], short_id: str) -> str:
+    """Who issued a Socair report: socair's line when the trust list confirms the name; otherwise
+    whether the report names an issuer at all, in one pair of parentheses (issue 31, point 10)."""
+    if d.get("issuer_confirmed"):
+        return f"verified: issued by {d['issuer']} (confirmed: your trust list names this key)"
+    if d.get("issuer_named", True):
+        return (
+            f"verified: issued by {d['issuer']}, as the report says (your trust list does not name this key)"
+        )
+    return (
+        f"verified: issued by key {short_id} (the report names no issuer; your trust list does not name"
+        " the key)"
+    )
 
 
 def _oms_lines(verdict: Verdict, *, bound: bool) -> list[str]:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from modelseal.cli import bundle_commands
 from modelseal.cli.attest_commands import hash_path, skipped_json
-from modelseal.cli.image_commands import image_reference, verify_image_cmd
+from modelseal.cli.image_commands import IMAGE_HELP, image_reference, verify_image_cmd
 from modelseal.cli.registry_access import registry_options
 from modelseal.durations import parse_max_age
 from modelseal.errors import InputError, UsageError
@@ -26,16 +26,9 @@ if TYPE_CHECKING:
     from modelseal.attest.policy.trust import TrustPolicy
     from modelseal.attest.verdict import Mode, Verdict
 
-__all__ = ["VERIFY_USAGE", "add_verify", "verify_cmd"]
+__all__ = ["add_verify", "verify_cmd"]
 
 _HEX64 = re.compile(r"[0-9a-fA-F]{64}")
-VERIFY_USAGE = (
-    "usage: modelseal verify <attestation.dsse.json> (--trusted <key.pub|dir> | --store <path>"
-    " | --policy <file>) [--artifact <path> | --sha256 <hex>]\n"
-    "       modelseal verify [<attestation.dsse.json>] --image oci://<registry/repo@sha256:...> ...\n"
-    "       modelseal verify [<envelope> ...] (--image oci://... | --artifact <path> | --sha256 <hex>)"
-    " --policy <admission-policy.yaml>"
-)
 
 
 def add_verify(verify: argparse.ArgumentParser) -> None:
@@ -58,12 +51,15 @@ def add_verify(verify: argparse.ArgumentParser) -> None:
     bind.add_argument("--sha256", metavar="HEX", help="the digest the attestation must be for")
     bind.add_argument(
         "--image",
-        metavar="oci://REF",
-        help="verify against this image's digest; without ENVELOPE, the attestations attached to it",
+        metavar="REF",
+        help="verify against this image's digest; without ENVELOPE, the attestations attached to it:"
+        f" {IMAGE_HELP}",
     )
     verify.add_argument("--allow-conditions", action="store_true", default=None,
                         help="admit authorized_with_conditions")  # fmt: skip
-    verify.add_argument("--max-age", metavar="DURATION", help="refuse reports issued longer ago (e.g. 2160h)")
+    verify.add_argument(
+        "--max-age", metavar="DURATION", help="refuse reports issued longer ago (e.g. 2160h or 90d)"
+    )
     verify.add_argument(
         "--strict", action="store_true", default=None, help="also recompute the document hash"
     )
@@ -96,7 +92,9 @@ def _policy(args: argparse.Namespace) -> TrustPolicy | AdmissionPolicy:
     elif bundle_commands.authority_wanted(args):
         policy = TrustPolicy(Keyring())
     else:
-        raise UsageError("give --trusted, --store or --policy", usage=VERIFY_USAGE)
+        raise UsageError(
+            "say whom to trust: --trusted KEY.pub (or a folder of them), --store PATH or --policy FILE"
+        )
     max_age = None
     if args.max_age is not None:
         try:
@@ -129,7 +127,9 @@ def verify_cmd(args: argparse.Namespace) -> int:
             raise UsageError(f"--at {args.at!r} is not an RFC 3339 time")
         now = at
     if args.envelope is None and args.image is None:
-        raise UsageError("give the envelope to verify, or --image", usage=VERIFY_USAGE)
+        raise UsageError(
+            "give the envelope to verify, or --image oci://REGISTRY/REPO@sha256:... to judge what is attached"
+        )
     image = image_reference(args.image, "--image") if args.image is not None else None
     policy = _policy(args)
     if not isinstance(policy, TrustPolicy):

@@ -178,11 +178,61 @@ require:
   - name: named-signer
     predicateType: https://example.com/p
     trust: {{keys: [{{file: stranger.pub}}]}}
-    rule: 'signers.exists(s, s.name == "release") && subject[0].digest.sha256 == "{DIGEST}"'
+    rule: 'signers.exists(s, s.name == "release") && subject.digest.sha256 == "{DIGEST}"'
 """
     forged = {"signers": [{"name": "release"}], "subject": [{"digest": {"sha256": DIGEST}}]}
     result = judge(policy(keys, text), envelope("https://example.com/p", forged, keys["stranger"]))
     assert result.requirements[0].outcome is Outcome.RULE_FALSE  # the key has no name in the policy
+
+
+SUBJECT_RULE = """
+apiVersion: modelseal.dev/v1
+kind: AdmissionPolicy
+require:
+  - name: named-model
+    predicateType: https://example.com/p
+    trust: {keys: [{file: release.pub}]}
+    rule: 'subject.name == "model.gguf"'
+"""
+
+
+def test_a_rule_sees_the_subject_judged_not_another_artifacts(keys: dict[str, Any]) -> None:
+    # one statement for two artifacts: the rule about the name holds for the one judged only
+    both = sign_payload(
+        make_statement([("model.gguf", DIGEST), ("other.gguf", OTHER)], "https://example.com/p", {}),
+        [keys["release"]],
+    ).to_json()
+    p = policy(keys, SUBJECT_RULE)
+    assert judge(p, both).verdict.admitted
+    judged_other = judge_admission(p, [Candidate("both", both)], ExpectedDigest(OTHER), now=NOW)
+    assert judged_other.requirements[0].outcome is Outcome.RULE_FALSE
+    assert (
+        judged_other.requirements[0].message
+        == 'both: its rule is false: subject.name ("other.gguf") == "model.gguf"'
+    )
+    every = policy(
+        keys,
+        SUBJECT_RULE.replace('subject.name == "model.gguf"', 'subjects.exists(s, s.name == "model.gguf")'),
+    )
+    assert judge_admission(every, [Candidate("both", both)], ExpectedDigest(OTHER), now=NOW).verdict.admitted
+
+
+def test_a_rule_written_for_every_subject_is_refused_at_load(keys: dict[str, Any]) -> None:
+    old = SUBJECT_RULE.replace('subject.name == "model.gguf"', 'subject.exists(s, s.name == "model.gguf")')
+    with pytest.raises(
+        PolicyFileError, match=r"require\.0 \('named-model'\): rule: subject is used as a list: .* subjects"
+    ):
+        policy(keys, old)
+
+
+def test_a_false_rule_says_what_it_compared(keys: dict[str, Any]) -> None:
+    p = policy(keys, PROVENANCE)
+    result = judge(p, envelope(SLSA, provenance("refs/heads/main"), keys["builder"]))
+    assert result.requirements[0].message == (
+        "att0: its rule is false: predicate.buildDefinition.externalParameters.workflow.ref"
+        ' ("refs/heads/main").startsWith("refs/tags/")'
+    )
+    assert result.requirements[0].message in result.verdict.message
 
 
 def test_an_unreadable_attestation_meets_nothing(keys: dict[str, Any]) -> None:
@@ -210,10 +260,13 @@ def test_an_unreadable_attestation_meets_nothing(keys: dict[str, Any]) -> None:
             ("size(predicate.vulnerabilities) == 0", "vulnerabilities == 0"),
             "require.1 ('clean-ml-bom'): rule: at 1:1: undeclared reference to 'vulnerabilities'",
         ),
-        (("    rule: 'size", "    rules: 'size"), "require.1.rules: Extra inputs are not permitted"),
+        (
+            ("    rule: 'size", "    rules: 'size"),
+            "require.1 ('clean-ml-bom'): unknown key 'rules'; did you mean rule?",
+        ),
         (
             ("    rule: 'size", '    "ru\\e[2Jle": \'size'),
-            "require.1.ru\\x1b[2Jle: Extra inputs are not permitted",
+            "require.1 ('clean-ml-bom'): unknown key 'ru\\x1b[2Jle' (known: name, predicateType, trust, rule)",
         ),
         (
             ("name: clean-ml-bom", "name: 1"),

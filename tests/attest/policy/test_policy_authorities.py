@@ -93,7 +93,7 @@ def bad_cases(ca: Path) -> list[tuple[str, str]]:
         (HEAD + f"identities:\n  - issuer: {GITHUB}\n", "p.yaml: identities.0: give exactly one of identity and identityRegexp"),
         (HEAD + f"identities:\n  - identity: a\n    identityRegexp: a\n    issuer: {GITHUB}\n", "give exactly one of identity and identityRegexp"),
         (HEAD + f"identities:\n  - identityRegexp: '(a'\n    issuer: {GITHUB}\n", "p.yaml: identities.0: bad regular expression: missing ), unterminated subpattern"),
-        (HEAD + f"identities:\n  - identity: a\n    issuer: {GITHUB}\n    subject: b\n", "p.yaml: identities.0.subject: Extra inputs are not permitted"),
+        (HEAD + f"identities:\n  - identity: a\n    issuer: {GITHUB}\n    subject: b\n", "p.yaml: identities.0: unknown key 'subject' (known: identity, identityRegexp, issuer, issuerRegexp)"),
         (HEAD + f"identities:\n  - identity: 5\n    issuer: {GITHUB}\n", "identities.0.identity: Input should be a valid string (quote it"),
         (HEAD + f"identities:\n  - identity: ''\n    issuer: {GITHUB}\n", "identities.0.identity: String should have at least 1 character"),
         (HEAD + f"identities:\n  - identity: a\n    identity: b\n    issuer: {GITHUB}\n", "duplicate key 'identity'"),

@@ -267,7 +267,7 @@ def test_messages_show_no_query_of_a_signer_uri(
         "error: signer hsm:9: PKCS#11 token or key not usable"
     )
     assert cli("sign", "--format", "oms", "--key", "hsm:two?label=modelseal", model).err == (
-        "error: signer hsm:two: the key id is not a number\n"
+        "error: signer hsm:two: the key id is not a number (modelseal sign --help)\n"
     )
     monkeypatch.delenv("PYKCS11LIB")
     unset = cli("sign", "--format", "oms", "--key", "hsm:2?label=modelseal", model)
@@ -328,7 +328,9 @@ def test_securesystemslib_logs_nothing_of_a_failed_kms_signer(
 def test_a_pin_given_where_no_key_is_taken_is_not_quoted_back(cli: Run) -> None:
     """argparse quotes an argument it does not take: a signer URI given to verify came back whole."""
     r = cli("verify", "x.json", "--key", f"hsm:2?label=modelseal&pin-value={URI_PIN}")
-    assert r.code == 2 and r.err.startswith("error: unrecognized arguments: --key hsm:2...\n"), r.err
+    assert r.code == 2 and r.err.startswith(
+        "error: unrecognized arguments: --key hsm:2... (modelseal verify --help)\n"
+    )
     choice = cli(f"hsm:2;pin-value={URI_PIN}")
     assert choice.code == 2 and "invalid choice: 'hsm:2...'" in choice.err and URI_PIN not in choice.err
     bare = cli("verify", "x.json", "--key", f"hsm:pin-value={URI_PIN}")  # red team: quoted whole

@@ -150,3 +150,14 @@ def test_a_one_file_model_beside_a_folder_report_is_refused() -> None:
                                     key=lambda f: f.path))  # fmt: skip
     outcome = gate({"source": SOURCE, "sha256": digest}, report, OWN_KEYS)
     assert not outcome.admitted and "lists a folder of 4 file(s) and spec.sha256" in outcome.message
+
+
+def test_a_listed_digest_that_is_no_sha256_is_refused_at_the_gate() -> None:
+    """A Statement naming its files as subjects is signed, but nothing checked their digests' form:
+    the verifier would stop on it as a usage error; the gate says what is wrong instead."""
+    from modelseal.operator.decide.file_binding import Attested, bind
+    from modelseal.operator.decide.loaded_files import PlanError, plan
+
+    listing = Attested(frozenset({"A" * 64}), {"model.gguf": "A" * 64})
+    with pytest.raises(PlanError, match="not a SHA-256 digest"):
+        bind(plan({"source": "hf://org/repo", "files": ["model.gguf"]}), {}, listing, "")

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from modelseal.attest.digests.walk import Skipped, list_model_files, walk_model_dir
 from modelseal.errors import InputError
-from modelseal.files import open_regular, read_blocks
+from modelseal.files import open_regular, sha256_blocks
 
 __all__ = [
     "DirectoryDigest",
@@ -73,16 +73,11 @@ def sha256_file(path: str | os.PathLike[str], *, progress: Progress | None = Non
     Raises:
         InputError: the file cannot be opened or read.
     """
-    h = hashlib.sha256()
     with open_regular(path) as f:
         try:
-            for block in read_blocks(f):
-                h.update(block)
-                if progress is not None:
-                    progress(len(block))
+            return sha256_blocks(f, progress=progress)
         except OSError as e:
             raise InputError(f"read {os.fspath(path)}: {e.strerror or e}") from None
-    return h.hexdigest()
 
 
 def manifest_digest(files: list[FileDigest] | tuple[FileDigest, ...]) -> str:

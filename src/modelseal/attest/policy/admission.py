@@ -9,7 +9,10 @@ if any, is true. A bundle read as a referrer of the judged image may carry
 cosign's in-toto v0.1 statement, as ``verify --image`` reads it
 (:mod:`modelseal.attest.bundles.cosign`). The statement's predicate type is read before any signature
 is checked only to tell "missing" from "untrusted"; nothing is admitted on
-it. Rules run together, bounded (:mod:`modelseal.attest.policy.cel_rules`).
+it. Rules run in the process's capped rule evaluator
+(:mod:`modelseal.attest.policy.rule_worker`), each seeing the subject whose
+digest is judged as ``subject`` and every subject as ``subjects``; a false rule
+says what its comparisons saw.
 
 A requirement not met reports the attestation that came closest: a rule's
 error or its false over a trusted attestation before an untrusted one, and
@@ -27,7 +30,9 @@ from typing import Any
 from modelseal.attest.bundles.any_attestation import evaluate_any, unverified_statement
 from modelseal.attest.dsse.statement import Statement
 from modelseal.attest.policy.admission_policy import AdmissionPolicy, Requirement
-from modelseal.attest.policy.cel_rules import RuleResult, evaluate_rules
+from modelseal.attest.policy.cel_rules import RuleResult
+from modelseal.attest.policy.denials import KeyNames, untrusted_message
+from modelseal.attest.policy.rule_worker import RuleWorker, evaluate_rules
 from modelseal.attest.policy.trust import TrustPolicy
 from modelseal.attest.socair.issue_time import parse_rfc3339
 from modelseal.attest.socair.verifier import ExpectedDigest
@@ -41,6 +46,8 @@ __all__ = ["AdmissionResult", "Candidate", "Outcome", "RequirementResult", "judg
 #: characters, so it fits a Model's condition; ``--json`` lists every one in full
 MAX_LISTED = 8
 MAX_MESSAGE = 400
+#: what a rule's outcome adds to its message: the values it saw, where it failed
+MAX_DETAIL = 300
 #: what the judge of an image adds to a verdict: its file binding
 Bind = Callable[[Verdict], Verdict]
 
@@ -123,13 +130,16 @@ def _read(candidate: Candidate) -> _Read | str:
     return _Read(candidate.source, candidate.envelope, candidate.attached, statement)
 
 
-def _variables(read: _Read, verdict: Verdict, now: datetime) -> dict[str, Any]:
+def _variables(read: _Read, verdict: Verdict, now: datetime, expected: ExpectedDigest) -> dict[str, Any]:
     issued_text = verdict.details.get("issued") or verdict.details.get("issued_utc")
     issued = parse_rfc3339(issued_text) if isinstance(issued_text, str) else None
+    digest = expected.sha256.strip().lower()
+    matched = next((s for s in read.statement.subject if s.digest.get("sha256") == digest), None)
     return {
         "predicate": read.statement.predicate or {},
         "predicateType": read.statement.predicate_type,
-        "subject": [s.to_json() for s in read.statement.subject],
+        "subject": matched.to_json() if matched is not None else {},
+        "subjects": [s.to_json() for s in read.statement.subject],
         "signers": [s.to_json() for s in verdict.signers],
         "now": now.isoformat(),
         "issued": issued.isoformat() if issued else None,
@@ -141,11 +151,13 @@ _RULE_OUTCOMES = {"true": Outcome.MET, "false": Outcome.RULE_FALSE, "error": Out
 
 
 def _rule_message(result: RuleResult) -> str:
+    # the evaluator escapes what it says; anything it did not is escaped here
+    detail = result.detail if result.detail.isprintable() else printable(result.detail)
     if result.outcome == "false":
-        return "its rule is false"
+        return f"its rule is false: {clip(detail, MAX_DETAIL)}" if detail else "its rule is false"
     if result.outcome == "not_boolean":
-        return f"its rule {result.detail}"
-    return f"its rule failed: {printable(result.detail)[:300]}"
+        return f"its rule {clip(detail, MAX_DETAIL)}"
+    return f"its rule failed: {clip(detail, MAX_DETAIL)}"
 
 
 def judge_admission(
@@ -155,9 +167,11 @@ def judge_admission(
     *,
     now: datetime,
     bind: Bind | None = None,
+    rules: RuleWorker | None = None,
 ) -> AdmissionResult:
     """Judge ``candidates`` by every requirement of ``policy`` for the digest ``expected``
-    (each verdict passed through ``bind``, when given).
+    (each verdict passed through ``bind``, when given; the rules by ``rules``, the process's own
+    worker when not).
 
     Never raises for bad input: an unreadable attestation meets nothing.
     """
@@ -166,6 +180,7 @@ def judge_admission(
         verdict = evaluate_any(read.data, trust, expected=expected, now=now, attached=read.attached)
         return bind(verdict) if bind is not None else verdict
 
+    names = KeyNames(r.trust for r in policy.requirements)
     readable: list[_Read] = []
     unreadable: list[tuple[str, str]] = []
     for candidate in candidates:
@@ -186,18 +201,19 @@ def judge_admission(
             verdict = judge(read, requirement.trust)
             signers = tuple(s.to_json() for s in verdict.signers)
             if not verdict.admitted:
-                found[index].append((Outcome.UNTRUSTED, printable(verdict.message), read.source,
-                                     verdict.reason.value, signers))  # fmt: skip
+                why = untrusted_message(verdict, requirement.trust, names)
+                found[index].append((Outcome.UNTRUSTED, why, read.source, verdict.reason.value, signers))
             elif requirement.rule is None:
                 found[index].append((Outcome.MET, "admitted by its trust", read.source, None, signers))
             else:
                 jobs.append((index, read, verdict))
-    rules = [
-        (r.rule, _variables(read, verdict, now))
+    given = [
+        (r.rule, _variables(read, verdict, now, expected))
         for i, read, verdict in jobs
         if (r := policy.requirements[i]).rule is not None
     ]
-    for (index, read, verdict), result in zip(jobs, evaluate_rules(rules), strict=True):
+    said = rules.evaluate(given) if rules is not None else evaluate_rules(given)
+    for (index, read, verdict), result in zip(jobs, said, strict=True):
         outcome = _RULE_OUTCOMES[result.outcome]
         message = "admitted by its trust and its rule" if outcome is Outcome.MET else _rule_message(result)
         signers = tuple(s.to_json() for s in verdict.signers)
@@ -218,10 +234,13 @@ def _result(
         )
     best = max(found, key=lambda f: _RANK[f[0]])  # the first of the highest rank
     outcome, message, source, reason, signers = best
+    shown = printable(source)
+    if outcome is Outcome.UNTRUSTED:  # which attestation, in the words of the policy (issue 31, point 8)
+        shown += f" (type {printable(requirement.predicate_type)})"
     if outcome is not Outcome.MET and len(found) > 1:
-        message = f"none of {len(found)} attestations of its type meets it; {printable(source)}: {message}"
+        message = f"none of {len(found)} attestations of its type meets it; {shown}: {message}"
     elif outcome is not Outcome.MET:
-        message = f"{printable(source)}: {message}"
+        message = f"{shown}: {message}"
     return RequirementResult(
         requirement.name, requirement.predicate_type, outcome, message, source, reason, signers
     )

@@ -21,6 +21,7 @@ TrustPolicy file stays valid wherever ``--policy`` takes one.
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -28,12 +29,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from modelseal.attest.policy.cel_rules import Rule, compile_rule
-from modelseal.attest.policy.policy_file import (
-    MAX_POLICY_BYTES,
-    invalid_field,
-    policy_from_mapping,
-    read_policy_file,
-)
+from modelseal.attest.policy.field_errors import invalid_field
+from modelseal.attest.policy.policy_file import MAX_POLICY_BYTES, policy_from_mapping, read_policy_file
 from modelseal.attest.policy.trust import TrustPolicy
 from modelseal.errors import PolicyFileError
 from modelseal.text import printable
@@ -110,6 +107,20 @@ def _requirement(entry: _RequirementEntry, index: int, base: Path, source: str) 
     return Requirement(entry.name, entry.predicateType, trust, rule)
 
 
+def _named(message: str, raw: dict[str, Any]) -> str:
+    """``message`` about ``require.N`` with that requirement's name, as every requirement's error has it."""
+    at = re.match(r"require\.(\d+)[.:]", message)
+    entries = raw.get("require")
+    if at is None or not isinstance(entries, list) or int(at[1]) >= len(entries):
+        return message
+    entry = entries[int(at[1])]
+    name = entry.get("name") if isinstance(entry, dict) else None
+    if not isinstance(name, str):
+        return message
+    rest = message[at.end() :].lstrip()
+    return f"require.{at[1]} ({printable(name)!r}): {rest}"
+
+
 def parse_admission_policy(raw: dict[str, Any], *, base: Path, source: str) -> AdmissionPolicy:
     """Build an admission policy from a parsed document; relative key paths resolve against ``base``.
 
@@ -121,7 +132,7 @@ def parse_admission_policy(raw: dict[str, Any], *, base: Path, source: str) -> A
     try:
         doc = _AdmissionFile.model_validate(raw)
     except ValidationError as e:
-        raise PolicyFileError(f"{source}: {invalid_field(e)}") from None
+        raise PolicyFileError(f"{source}: {_named(invalid_field(e, _AdmissionFile), raw)}") from None
     if doc.apiVersion != API_VERSION:
         raise PolicyFileError(f"{source}: want apiVersion {API_VERSION}")
     seen: dict[str, int] = {}

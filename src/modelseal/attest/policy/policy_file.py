@@ -13,16 +13,15 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationErro
 
 from modelseal.attest.dsse.keys import Keyring, PublicKey, load_key_files, load_public_key
 from modelseal.attest.policy.authority_entries import IdentityEntry, RootEntry, load_certificate_trust
+from modelseal.attest.policy.field_errors import invalid_field
 from modelseal.attest.policy.trust import KeyWindow, TrustPolicy
 from modelseal.attest.socair.report import PREDICATE_TYPE
 from modelseal.durations import parse_max_age
 from modelseal.errors import KeyFileError, PolicyFileError
 from modelseal.files import open_regular
-from modelseal.text import printable
 
 __all__ = [
     "MAX_POLICY_BYTES",
-    "invalid_field",
     "load_policy",
     "parse_policy",
     "policy_from_mapping",
@@ -86,20 +85,6 @@ class _PolicyFile(BaseModel):
         return self
 
 
-def invalid_field(error: ValidationError) -> str:
-    """A policy document's first invalid field as one line: ``where: what``, escaped.
-
-    The field's path holds the document's own keys (an unknown one is named), so
-    it is escaped like the message; a number where text is wanted gets a hint.
-    """
-    err = error.errors()[0]
-    where = ".".join(str(p) for p in err["loc"]) or "policy"
-    msg = str(err["msg"]).removeprefix("Value error, ")
-    if err["type"] == "string_type" and isinstance(err.get("input"), int | float):
-        msg += " (quote it: YAML reads a bare number)"
-    return printable(f"{where}: {msg}")
-
-
 def _entry_keys(entry: _KeyEntry, base: Path, where: str) -> list[PublicKey]:
     if entry.dir is not None:
         return load_key_files(base / entry.dir)
@@ -139,7 +124,7 @@ def policy_from_mapping(raw: object, *, base: Path, source: str) -> TrustPolicy:
     try:
         doc = _PolicyFile.model_validate(raw)
     except ValidationError as e:
-        raise PolicyFileError(f"{source}: {invalid_field(e)}") from None
+        raise PolicyFileError(f"{source}: {invalid_field(e, _PolicyFile)}") from None
     max_age = None
     if doc.maxAge is not None:
         try:

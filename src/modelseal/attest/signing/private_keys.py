@@ -124,18 +124,19 @@ def from_private_key(key: _PrivateKey, issuer: str | None = None) -> SigningKey:
     return SigningKey(key, load_public_key(pem).named(issuer))
 
 
-def write_key_pair(prefix: str, key: SigningKey) -> tuple[Path, Path]:
-    """Write ``<prefix>.key`` (0600) and ``<prefix>.pub`` (0644); never overwrite.
+def write_key_pair(prefix: str, key: SigningKey, *, replace: bool = False) -> tuple[Path, Path]:
+    """Write ``<prefix>.key`` (0600) and ``<prefix>.pub`` (0644); never overwrite, unless ``replace``.
 
     If the public key cannot be written, the private key is removed again.
 
     Raises:
-        OperationalError: a file exists or cannot be written.
+        OperationalError: a file exists (without ``replace``) or cannot be written.
     """
     priv, pub = Path(prefix + ".key"), Path(prefix + ".pub")
-    write_atomic(priv, with_issuer(key.private_pem(), key.issuer).encode(), mode=0o600, exclusive=True)
+    once = not replace
+    write_atomic(priv, with_issuer(key.private_pem(), key.issuer).encode(), mode=0o600, exclusive=once)
     try:
-        write_atomic(pub, with_issuer(key.public_pem(), key.issuer).encode(), mode=0o644, exclusive=True)
+        write_atomic(pub, with_issuer(key.public_pem(), key.issuer).encode(), mode=0o644, exclusive=once)
     except Exception:
         priv.unlink(missing_ok=True)
         raise

@@ -57,6 +57,7 @@ def _socair(
         document_hash=att.document_hash,
         checks=len(att.checks),
         issuer=claim,
+        issuer_named=bool(att.issuer_claim),
         issuer_confirmed=key.name is not None,
         accepted_by=att.accepted_by,
         accepted_surfaces=list(att.accepted_surfaces),

@@ -142,6 +142,10 @@ def _folder_file(field: str, entry: str, staged: str, claim: object, what: Attes
     digest = claimed if claimed is not None else listed
     if digest is None or (listed is None and digest not in listing.values()):
         raise PlanError(f"{shown} has no attested digest: it is not among the files {what.described()} names")
+    if not _is_sha256(digest):  # a subject's annotation or name lists it as signed, unchecked
+        raise PlanError(
+            f"the attestation lists {shown} with {printable(digest)[:80]!r}, not a SHA-256 digest"
+        )
     return LoadedFile(staged, digest, field)
 
 

@@ -5,22 +5,23 @@ from layer annotations, which whoever pushes the image writes, so they bind
 nothing; :func:`check_served` reads every layer's bytes
 (:mod:`modelseal.publish.image.layer_content`) and is the consumer check for an
 ``oci://`` source. A manifest of the wrong shape, a foreign layer (``urls``),
-or titles an unpacker could resolve to one path twice (repeated, nested in
-each other, ``..``, absolute, control characters) is refused when parsed.
+or paths an unpacker could resolve to one place twice (repeated, nested in
+each other, ``..``, absolute, control characters) is refused when parsed
+(:mod:`modelseal.publish.image.manifest_layers`, which reads images, ModelPack
+artifacts and KitOps ModelKits alike).
 """
 
 from __future__ import annotations
 
-import re
 import threading
 from dataclasses import replace
 from typing import Any
 
 from modelseal.errors import InputError, RegistryError, VerificationError
-from modelseal.publish.image import layout, media_types, modelpack_read
+from modelseal.publish.image import layout, manifest_layers, media_types, modelkit_read, modelpack_read
 from modelseal.publish.image.layer_content import LayerFile, read_layer_files
 from modelseal.publish.registry.client import MANIFEST_TYPES, RegistryClient
-from modelseal.publish.registry.reference import ImageReference, is_digest
+from modelseal.publish.registry.reference import ImageReference
 from modelseal.publish.registry.replies import json_object
 
 __all__ = [
@@ -38,54 +39,6 @@ DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
 # uncompressed tar: what is hashed is what is unpacked
 LAYER_TYPES = (layout.MEDIA_LAYER, "application/vnd.docker.image.rootfs.diff.tar")
 MAX_SERVED_FILES = 1024  # files an image's layers may hold, in all (a ModelPack tar layer may hold many)
-_HEX64 = re.compile(r"[0-9a-f]{64}")
-_DIGITS = re.compile(r"[0-9]{1,20}")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-
-
-def _text_map(value: Any, what: str, where: str) -> dict[str, str]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
-        raise RegistryError(f"{where}: the manifest's {what} is not a map of strings")
-    return value
-
-
-def _layer(layer: Any, index: int, where: str, pack: bool = False) -> dict[str, Any]:
-    what = f"layers[{index}]"
-    if not isinstance(layer, dict):
-        raise RegistryError(f"{where}: the manifest's {what} is not an object")
-    digest, size, media_type = layer.get("digest"), layer.get("size"), layer.get("mediaType")
-    if not is_digest(digest):
-        raise RegistryError(f"{where}: the manifest's {what}.digest is not sha256: and 64 hex digits")
-    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
-        raise RegistryError(f"{where}: the manifest's {what}.size is not a non-negative integer")
-    if not isinstance(media_type, str):
-        raise RegistryError(f"{where}: the manifest's {what}.mediaType is not a string")
-    if "urls" in layer:
-        raise VerificationError(f"{where}: {what} is a foreign layer (urls): its bytes come from elsewhere")
-    notes = _text_map(layer.get("annotations"), f"{what}.annotations", where)
-    file_size, sha256 = notes.get(layout.ANN_FILE_SIZE), notes.get(layout.ANN_FILE_SHA256)
-    if file_size is not None and not _DIGITS.fullmatch(file_size):
-        raise RegistryError(f"{where}: {what}'s {layout.ANN_FILE_SIZE} is not a decimal number")
-    if sha256 is not None and not _HEX64.fullmatch(sha256):
-        raise RegistryError(f"{where}: {what}'s {layout.ANN_FILE_SHA256} is not 64 lowercase hex digits")
-    entry = {"path": notes.get(layout.ANN_TITLE), "size": int(file_size) if file_size is not None else None,
-             "sha256": sha256, "layer": digest, "layerSize": size, "mediaType": media_type}  # fmt: skip
-    return modelpack_read.layer_file(entry, notes, what, where) if pack else entry
-
-
-def _check_titles(titles: list[str], where: str) -> None:
-    """Each title names one file an unpacker writes at one place: no two resolve alike."""
-    for title in titles:
-        if _CONTROL.search(title):
-            raise VerificationError(f"{where}: the layer title {title!r} holds a control character")
-        if any(part.startswith(".wh.") for part in title.split("/")):
-            raise VerificationError(f"{where}: the layer title {title!r} is a whiteout, which deletes files")
-    try:
-        layout.validate_paths(titles)
-    except InputError as e:
-        raise VerificationError(f"{where}: a layer title: {e}") from None
 
 
 def describe(client: RegistryClient, ref: ImageReference) -> dict[str, Any]:
@@ -122,29 +75,13 @@ def describe_manifest(client: RegistryClient, ref: ImageReference) -> tuple[dict
     layers = manifest.get("layers")
     if not isinstance(layers, list):
         raise RegistryError(f"{ref}: the manifest's layers is not a list")
-    pack = modelpack_read.is_modelpack(manifest, str(ref))
-    if pack and len(layers) > layout.MAX_FILES:  # refused before each is parsed
-        raise VerificationError(f"{ref}: {len(layers)} layers is more than the {layout.MAX_FILES} files read")
-    files = [_layer(layer, i, str(ref), pack) for i, layer in enumerate(layers)]
-    titles = [f["path"] for f in files if f["path"] is not None]
-    if titles:
-        _check_titles(titles, str(ref))
-    notes = _text_map(manifest.get("annotations"), "annotations", str(ref))
-    primary = notes.get(layout.ANN_PRIMARY)
-    extra: dict[str, Any] = {"format": "image"}
-    if pack:
-        extra = {"format": "modelpack", **modelpack_read.read_config(client, manifest, files, str(ref))}
-        primary = primary or modelpack_read.primary_path(files)
-    if primary is not None and primary not in titles:
-        raise VerificationError(
-            f"{ref}: the manifest names the primary file {primary!r}, which no layer holds"
-        )
+    files, extra, primary = manifest_layers.artifact_files(client, manifest, layers, str(ref))
     return (
         {
             "image": ref.pinned(digest).oci,
             "digest": digest,
             "primary": primary,
-            "source": notes.get(layout.ANN_SOURCE),
+            "source": extra.pop("source"),
             "files": files,
             **extra,
         },
@@ -190,6 +127,15 @@ def check_primary(info: dict[str, Any], sha256: str) -> None:
         )
 
 
+def _form(info: dict[str, Any], media_type: str) -> str | None:
+    """How a model artifact's layer holds its files (``raw``, ``tar``, ``tar+gzip``, ...);
+    None for an image's layer, which holds one file named as its title."""
+    if info.get("format") == "modelkit":
+        return modelkit_read.form_of(media_type)
+    kind = media_types.parse_layer_type(media_type)
+    return kind.form if kind is not None else None
+
+
 def _read_layer(
     client: RegistryClient,
     info: dict[str, Any],
@@ -203,17 +149,16 @@ def _read_layer(
     where = f"{image}: layer {i}" + (f" ({entry['path']})" if entry.get("path") else "")
     if entry.get("path") is None:
         raise VerificationError(f"{where} has no title, so which file it holds is unknown")
-    kind = media_types.parse_layer_type(entry["mediaType"])
+    form = _form(info, entry["mediaType"])
     if entry.get("raw"):  # the layer is the file: its digest binds the bytes, no byte need be read
         got = [modelpack_read.raw_file(client, entry, where)]
-    elif entry["mediaType"] not in LAYER_TYPES and (kind is None or not kind.form.startswith("tar")):
+    elif entry["mediaType"] not in LAYER_TYPES and (form is None or not form.startswith("tar")):
         raise VerificationError(f"{where} is {entry['mediaType'][:100]!r}, not an uncompressed tar layer")
     else:
-        form = kind.form if kind is not None else "tar"
         with client.open_blob(entry["layer"]) as chunks:
             read = read_layer_files(chunks, digest=entry["layer"], size=entry["layerSize"],
-                                    title=entry["path"], where=where, form=form,
-                                    directory=kind is not None, stop=stop)  # fmt: skip
+                                    title=entry["path"], where=where, form=form or "tar",
+                                    directory=form is not None, stop=stop)  # fmt: skip
         if entry.get("diffId") not in (None, read.diff_id):
             raise VerificationError(
                 f"{where}: the {form} layer inflates to {read.diff_id};"

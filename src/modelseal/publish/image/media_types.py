@@ -8,6 +8,11 @@ media type names the file's role and its form::
     role: weight | weight.config | doc | code | dataset
     form: raw (the file itself) | tar | tar+gzip | tar+zstd
 
+The spec's identifiers before it moved to the CNCF (``github.com/dragonflyoss/model-spec``:
+``application/vnd.cnai.model.*``, ``org.cnai.model.*``) are :data:`PRE_CNCF`; modctl v0.2.2
+still writes them. They are read as the same identifiers under another prefix
+(:mod:`modelseal.publish.image.modelpack_read` holds the rule), never written.
+
 :func:`role_of` chooses a role from a file's path by the rules below (first
 match wins); a file none of them names is a ``weight`` marked untested, with
 the spec's ``org.cncf.model.file.mediatype.untested`` annotation:
@@ -27,16 +32,20 @@ from __future__ import annotations
 
 import posixpath
 import re
+from dataclasses import dataclass
 
 __all__ = [
     "ANN_FILEPATH",
     "ANN_FILE_METADATA",
     "ANN_UNTESTED",
+    "CNCF",
     "FORMS",
     "MODEL_CONFIG",
     "MODEL_MANIFEST",
+    "PRE_CNCF",
     "ROLES",
     "LayerType",
+    "Names",
     "layer_type",
     "parse_layer_type",
     "role_of",
@@ -50,7 +59,26 @@ ANN_UNTESTED = "org.cncf.model.file.mediatype.untested"
 ROLES = ("weight", "weight.config", "doc", "code", "dataset")
 FORMS = ("raw", "tar", "tar+gzip", "tar+zstd")
 _TYPE = re.compile(
-    r"application/vnd\.cncf\.model\.(weight|weight\.config|doc|code|dataset)\.v1\.(raw|tar|tar\+gzip|tar\+zstd)"
+    r"application/vnd\.(cncf|cnai)\.model\.(weight|weight\.config|doc|code|dataset)\.v1\.(raw|tar|tar\+gzip|tar\+zstd)"
+)
+
+
+@dataclass(frozen=True)
+class Names:
+    """One set of the spec's identifiers: the prefix of its media types and annotation keys."""
+
+    prefix: str  # cncf or cnai
+    manifest: str
+    config: str
+    filepath: str
+
+
+CNCF = Names("cncf", MODEL_MANIFEST, MODEL_CONFIG, ANN_FILEPATH)
+PRE_CNCF = Names(
+    "cnai",
+    "application/vnd.cnai.model.manifest.v1+json",
+    "application/vnd.cnai.model.config.v1+json",
+    "org.cnai.model.filepath",
 )
 
 _DATASET_DIRS = frozenset({"data", "dataset", "datasets"})
@@ -73,12 +101,12 @@ _CODE_EXT = frozenset(
 
 
 class LayerType:
-    """A ModelPack layer media type, taken apart: its role and its form."""
+    """A ModelPack layer media type, taken apart: its role, its form and its names' prefix."""
 
-    __slots__ = ("form", "role")
+    __slots__ = ("form", "prefix", "role")
 
-    def __init__(self, role: str, form: str) -> None:
-        self.role, self.form = role, form
+    def __init__(self, role: str, form: str, prefix: str = "cncf") -> None:
+        self.role, self.form, self.prefix = role, form, prefix
 
     @property
     def raw(self) -> bool:
@@ -90,7 +118,7 @@ class LayerType:
         return self.form in ("tar+gzip", "tar+zstd")
 
     def __str__(self) -> str:
-        return layer_type(self.role, self.form)
+        return layer_type(self.role, self.form).replace(".cncf.", f".{self.prefix}.", 1)
 
 
 def layer_type(role: str, form: str) -> str:
@@ -101,9 +129,9 @@ def layer_type(role: str, form: str) -> str:
 
 
 def parse_layer_type(media_type: str) -> LayerType | None:
-    """The role and form a ModelPack layer media type names; None for any other."""
+    """The role and form a ModelPack layer media type names (CNCF or pre-CNCF); None for any other."""
     match = _TYPE.fullmatch(media_type)
-    return LayerType(match.group(1), match.group(2)) if match else None
+    return LayerType(match.group(2), match.group(3), match.group(1)) if match else None
 
 
 def role_of(path: str) -> tuple[str, bool]:

@@ -38,7 +38,15 @@ from modelseal.errors import RegistryError
 from modelseal.publish.image.layout import canonical_json
 from modelseal.text import one_line
 
-__all__ = ["ModelConfig", "ModelDescriptor", "ModelFS", "ModelPackConfig", "build_config", "parse_config"]
+__all__ = [
+    "ModelConfig",
+    "ModelDescriptor",
+    "ModelFS",
+    "ModelPackConfig",
+    "build_config",
+    "first_error",
+    "parse_config",
+]
 
 MAX_CONFIG_BYTES = 1024 * 1024
 MAX_FIELD_SHOWN = 120  # of a refused field's path, in a message
@@ -160,9 +168,14 @@ def parse_config(body: bytes, where: str) -> ModelPackConfig:
     except gojson.JSONFormatError as e:
         raise RegistryError(f"{where}: the ModelPack config is not JSON: {e}") from None
     except ValidationError as e:
-        first = e.errors()[0]
-        # the registry's keys, escaped and cut between escapes
-        field = one_line(".".join(str(p) for p in first["loc"]) or "(top)", MAX_FIELD_SHOWN)
         raise RegistryError(
-            f"{where}: the ModelPack config is not valid against the spec's schema: {field}: {first['msg']}"
+            f"{where}: the ModelPack config is not valid against the spec's schema: {first_error(e)}"
         ) from None
+
+
+def first_error(e: ValidationError) -> str:
+    """``field.path: message`` of a validation's first error; the field's keys (the registry's)
+    escaped and cut between escapes."""
+    first = e.errors()[0]
+    field = one_line(".".join(str(p) for p in first["loc"]) or "(top)", MAX_FIELD_SHOWN)
+    return f"{field}: {first['msg']}"

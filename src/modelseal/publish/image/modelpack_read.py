@@ -16,6 +16,15 @@ annotations, which bind nothing.
 :func:`read_config` fetches the config by digest (capped), validates it against the
 spec's schema (:mod:`modelseal.publish.image.modelpack_config`) and checks that its
 ``diffIds`` are the layers' (uncompressed layers are their own diffIds).
+
+The spec's identifiers before it moved to the CNCF (``application/vnd.cnai.model.*``,
+``org.cnai.model.filepath``: github.com/dragonflyoss/model-spec), which modctl v0.2.2
+still writes, are read as the same identifiers under another prefix, by one rule: a
+manifest uses one set (its artifactType, config type and every layer's type and
+filepath key), a layer that names its file under both filepath keys names one path,
+and the config is judged by the same schema rules (modctl v0.2.2 writes model-spec
+v0.0.7's config, ``diffIds``, under the old media type; the old spec's ``diff_ids`` is
+refused).
 """
 
 from __future__ import annotations
@@ -32,6 +41,8 @@ from modelseal.publish.registry.client import RegistryClient
 from modelseal.publish.registry.reference import is_digest
 
 __all__ = [
+    "MODEL_FORMATS",
+    "config_blob",
     "is_modelpack",
     "layer_file",
     "primary_path",
@@ -41,9 +52,16 @@ __all__ = [
     "signed_as_held",
 ]
 
+# the formats whose tar layers may hold a directory and record no file digest: their files are as read
+MODEL_FORMATS = frozenset({"modelpack", "modelkit"})
 
-def is_modelpack(manifest: dict[str, Any], where: str) -> bool:
-    """Whether a manifest is a ModelPack artifact (its config type says so).
+
+def is_modelpack(manifest: dict[str, Any], where: str) -> media_types.Names | None:
+    """The names a ModelPack artifact's manifest uses (its config type says), or None for another manifest.
+
+    The spec's identifiers and the pre-CNCF ones (``vnd.cnai``, as modctl v0.2.2 writes them)
+    are read alike; one manifest uses one set: its artifactType, config type and every layer's
+    type and filepath annotation (:func:`layer_file`).
 
     Raises:
         RegistryError: the artifactType and the config type disagree.
@@ -51,30 +69,42 @@ def is_modelpack(manifest: dict[str, Any], where: str) -> bool:
     config = manifest.get("config")
     config_type = config.get("mediaType") if isinstance(config, dict) else None
     artifact_type = manifest.get("artifactType")
-    pack = config_type == media_types.MODEL_CONFIG
-    if artifact_type == media_types.MODEL_MANIFEST and not pack:
+    names = next((n for n in (media_types.CNCF, media_types.PRE_CNCF) if config_type == n.config), None)
+    claimed = next((n for n in (media_types.CNCF, media_types.PRE_CNCF) if artifact_type == n.manifest), None)
+    if claimed is not None and names is not claimed:
         raise RegistryError(f"{where}: a ModelPack artifactType with a {str(config_type)[:100]!r} config")
-    if pack and artifact_type not in (None, media_types.MODEL_MANIFEST):
+    if names is not None and artifact_type not in (None, names.manifest):
         raise RegistryError(f"{where}: a ModelPack config in a {str(artifact_type)[:100]!r} artifact")
-    return pack
+    return names
 
 
-def layer_file(entry: dict[str, Any], notes: dict[str, str], what: str, where: str) -> dict[str, Any]:
-    """``entry`` (a parsed layer: digest, size, media type, modelseal's notes) as a ModelPack file.
+def layer_file(
+    entry: dict[str, Any], notes: dict[str, str], what: str, where: str, names: media_types.Names
+) -> dict[str, Any]:
+    """``entry`` (a parsed layer: digest, size, media type, modelseal's notes) as a ModelPack file
+    of a manifest that uses ``names``.
 
     Raises:
-        VerificationError: an unknown layer type, a title naming another path, or a raw
-            layer whose notes record another digest or size than the layer's own.
+        VerificationError: an unknown layer type or one of the other names, two filepaths, a
+            title naming another path, or a raw layer whose notes record another digest or size
+            than the layer's own.
     """
     kind = media_types.parse_layer_type(entry["mediaType"])
-    if kind is None:
+    if kind is None or kind.prefix != names.prefix:
         raise VerificationError(
             f"{where}: {what} is {entry['mediaType'][:100]!r}, not a ModelPack layer type"
+            + (f" of the manifest's {names.prefix} names" if kind is not None else "")
         )
-    path, title = notes.get(media_types.ANN_FILEPATH), notes.get(layout.ANN_TITLE)
+    path, title = notes.get(names.filepath), notes.get(layout.ANN_TITLE)
+    other = media_types.PRE_CNCF if names is media_types.CNCF else media_types.CNCF
+    if notes.get(other.filepath, path) != path:  # modctl reads the CNCF key first, then the pre-CNCF one
+        raise VerificationError(
+            f"{where}: {what} names its file {path!r} ({names.filepath})"
+            f" and {notes[other.filepath]!r} ({other.filepath})"
+        )
     if kind.raw and title is not None and title != path:
         raise VerificationError(
-            f"{where}: {what} names its file {path!r} ({media_types.ANN_FILEPATH}) and {title!r} (title)"
+            f"{where}: {what} names its file {path!r} ({names.filepath}) and {title!r} (title)"
         )
     out = {**entry, "path": path, "role": kind.role, "raw": kind.raw}
     if kind.raw:
@@ -120,6 +150,23 @@ def primary_path(files: list[dict[str, Any]]) -> str | None:
     return str(named[0]) if named else None
 
 
+def config_blob(client: RegistryClient, manifest: dict[str, Any], where: str) -> bytes:
+    """The manifest's config blob, read by digest, no more than :data:`MAX_CONFIG_BYTES`.
+
+    Raises:
+        RegistryError: a malformed descriptor, too large, or unreadable.
+    """
+    config = manifest["config"]
+    digest, size = config.get("digest"), config.get("size")
+    if not is_digest(digest):
+        raise RegistryError(f"{where}: the config's digest is not sha256: and 64 hex digits")
+    if not isinstance(size, int) or isinstance(size, bool):
+        raise RegistryError(f"{where}: the config's size is not an integer")
+    if not 0 <= size <= MAX_CONFIG_BYTES:
+        raise RegistryError(f"{where}: the config's {size} bytes are not between 0 and {MAX_CONFIG_BYTES}")
+    return read_blob(client, digest, size)
+
+
 def read_config(
     client: RegistryClient, manifest: dict[str, Any], files: list[dict[str, Any]], where: str
 ) -> dict[str, Any]:
@@ -131,15 +178,7 @@ def read_config(
     Raises:
         RegistryError: unreadable, oversized, not the schema's shape, or diffIds that are not the layers'.
     """
-    config = manifest["config"]
-    digest, size = config.get("digest"), config.get("size")
-    if not is_digest(digest):
-        raise RegistryError(f"{where}: the config's digest is not sha256: and 64 hex digits")
-    if not isinstance(size, int) or isinstance(size, bool):
-        raise RegistryError(f"{where}: the config's size is not an integer")
-    if not 0 <= size <= MAX_CONFIG_BYTES:
-        raise RegistryError(f"{where}: the config's {size} bytes are not between 0 and {MAX_CONFIG_BYTES}")
-    parsed = parse_config(read_blob(client, digest, size), where)
+    parsed = parse_config(config_blob(client, manifest, where), where)
     diff_ids = parsed.modelfs.diffIds
     if len(diff_ids) != len(files):
         raise RegistryError(f"{where}: the config lists {len(diff_ids)} diffIds for {len(files)} layers")

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from modelseal.attest.digests.walk import ModelDir, walk_model_dir
-from modelseal.errors import InputError, RegistryError
+from modelseal.errors import RegistryError, UsageError
 from modelseal.publish.image import layout, media_types
 from modelseal.publish.image.layer_stream import FileLayer, LayerDigester, hash_layer
 from modelseal.publish.image.modelpack import ModelPackShape, PackedFile
@@ -101,16 +101,17 @@ def plan_files(files: list[str], from_dir: str | ModelDir | None, primary: str |
     needs ``primary``.
 
     Raises:
-        InputError: no files, a missing primary, or a bad image path.
+        UsageError: files and a folder both, no primary among several files, or one not there.
+        InputError: a bad image path.
     """
     staged: list[StagedFile] = []
     if from_dir is not None:
         if files:
-            raise InputError("give files or --from, not both")
+            raise UsageError("give files or --from, not both")
         walked = from_dir if isinstance(from_dir, ModelDir) else walk_model_dir(from_dir, outside_links=False)
         staged = [StagedFile(f.path, f.source) for f in walked.files]
         if primary is None and len(staged) > 1:
-            raise InputError(f"{walked.root} holds {len(staged)} files: name the primary one with --primary")
+            raise UsageError(f"{walked.root} holds {len(staged)} files: name the primary one with --primary")
     else:
         for arg in files:
             image_path, sep, local = arg.partition("=")
@@ -121,7 +122,8 @@ def plan_files(files: list[str], from_dir: str | ModelDir | None, primary: str |
     chosen = primary if primary is not None else staged[0].path
     index = next((i for i, f in enumerate(staged) if f.path == chosen), None)
     if index is None:
-        raise InputError(f"primary file {chosen!r} is not among the files to publish")
+        names = ", ".join(repr(f.path) for f in staged[:5]) + (", ..." if len(staged) > 5 else "")
+        raise UsageError(f"--primary {chosen!r} is not among the files to publish ({names})")
     return [staged[index], *staged[:index], *staged[index + 1 :]]
 
 

@@ -32,7 +32,7 @@ from modelseal.attest.socair.image_predicate import (
 from modelseal.attest.socair.verifier import ExpectedDigest
 from modelseal.attest.verdict import Reason, Verdict
 from modelseal.publish.image.contents import describe_manifest, served_layers
-from modelseal.publish.image.modelpack_read import served_info, signed_as_held
+from modelseal.publish.image.modelpack_read import MODEL_FORMATS, served_info, signed_as_held
 from modelseal.publish.referrers.envelopes import FoundEnvelope, fetch_envelopes
 from modelseal.publish.referrers.order import DEFAULT_BUDGET, MAX_SIGNATURES_JUDGED, ReadBudget, judging_order
 from modelseal.publish.referrers.store import Subject
@@ -142,7 +142,7 @@ def sign_image(
     info, subject = read_subject(client, ref)
     if predicate_type is None and read_layers:
         served = served_layers(client, info)  # raises unless every layer's bytes agree with its annotations
-        if info.get("format") == "modelpack":
+        if info.get("format") in MODEL_FORMATS:
             # another tool's tar layers record no digest, or hold a directory: as their bytes were read
             info = served_info(info, served)
     name = f"{ref.registry}/{ref.repository}"
@@ -169,7 +169,7 @@ def bound_files(verdict: Verdict, info: dict[str, Any]) -> tuple[Verdict, list[d
         return verdict, []
     listed = predicate_files({"files": verdict.details.get("files")})
     held = [{k: f.get(k) for k in ("path", "sha256", "size", "layer")} for f in info.get("files") or []]
-    if info.get("format") == "modelpack":
+    if info.get("format") in MODEL_FORMATS:
         held = signed_as_held(listed, held)
     if listed != held:
         message = (
