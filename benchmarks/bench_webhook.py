@@ -16,6 +16,7 @@ import ssl
 import statistics
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,21 +43,36 @@ def review(i: int) -> dict[str, Any]:
                         "object": {"metadata": {"labels": {MODEL_LABEL: f"m{i % 7}"}}}}}  # fmt: skip
 
 
-async def timed(url: str, cert: Path, requests: int) -> list[float]:
-    times = []
+@dataclass
+class Timed:
+    """Each request's time, and the last answer (when kept)."""
+
+    times: list[float] = field(default_factory=list)
+    last: dict[str, Any] = field(default_factory=dict)
+
+
+async def timed_reviews(url: str, cert: Path, reviews: list[dict[str, Any]], *, keep: bool = False) -> Timed:
+    """POST each review in turn over one keep-alive connection, after a warm-up one."""
+    out = Timed()
     async with httpx.AsyncClient(verify=ssl.create_default_context(cafile=str(cert))) as client:
         for _ in range(50):  # the server is up when it answers; warm the connection
             try:
-                await client.post(url, json=review(0))
+                await client.post(url, json=reviews[0])
                 break
             except httpx.ConnectError:
                 await asyncio.sleep(0.05)
-        for i in range(requests):
+        for body in reviews:
             start = time.perf_counter()
-            r = await client.post(url, json=review(i))
-            times.append(time.perf_counter() - start)
+            r = await client.post(url, json=body)
+            out.times.append(time.perf_counter() - start)
             assert r.status_code == 200
-    return times
+        if keep:
+            out.last = r.json()
+    return out
+
+
+async def timed(url: str, cert: Path, requests: int) -> list[float]:
+    return (await timed_reviews(url, cert, [review(i) for i in range(requests)])).times
 
 
 async def main(requests: int, models: int) -> None:

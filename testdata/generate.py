@@ -128,13 +128,15 @@ kind: Model
 metadata:
   name: qwen
   namespace: models
+  annotations:
+    # the attestation: ConfigMap/key in this namespace (LLMKube's Model schema has no
+    # spec.attestation; an annotation is kept by every schema)
+    modelseal.dev/attestation: qwen-attestation/attestation.dsse.json
 spec:
-  source: acme/attested-model
+  # downloaded by LLMKube's init container; the serving Pod's modelseal-verify checks the file
+  # against the attested digest before the runtime loads it
+  source: https://models.example.com/qwen/model.safetensors
   sha256: {sha}
-  attestation:
-    configMapKeyRef:
-      name: qwen-attestation
-      key: attestation.dsse.json
 """.encode()
 
 

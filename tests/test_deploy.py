@@ -173,5 +173,6 @@ def test_example_model_is_attested_by_the_example_keys() -> None:
     outcome = evaluate_gate(
         docs["Model"]["spec"], "models", settings, trusted=ConfigMapRead(keys["data"]),
         attestation=ConfigMapRead(docs["ConfigMap"]["data"]), now=datetime(2026, 10, 10, tzinfo=UTC),
+        annotations=docs["Model"]["metadata"]["annotations"],
     )  # fmt: skip
     assert outcome is not None and outcome.admitted, outcome

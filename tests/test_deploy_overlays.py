@@ -56,7 +56,9 @@ def test_standalone_has_the_crd_and_writes_full_status() -> None:
     assert one(docs, "CustomResourceDefinition")["metadata"]["name"] == "models.inference.llmkube.dev"
     settings, _ = operator_settings(docs)
     assert settings.model_status is StatusMode.FULL and settings.mode is Mode.ENFORCE
-    assert not [d for d in docs if d["kind"] == "ValidatingWebhookConfiguration"]
+    assert not [
+        d for d in docs if d["kind"] in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
+    ]
 
 
 def test_llmkube_has_no_crd_writes_conditions_and_serves_the_webhook() -> None:
@@ -101,9 +103,10 @@ def test_llmkube_has_no_crd_writes_conditions_and_serves_the_webhook() -> None:
         }
     # a serving Pod is sent once, through its InferenceService's label; a Pod with the Model label
     # only (a prefetch Pod) by that; a Pod with neither never
+    # and an UPDATE that changes a Pod's spec (an image in place, an ephemeral container) is judged again
     for name in ("pods.modelseal.dev", "model-pods.modelseal.dev"):
-        assert hooks[name]["rules"] == [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
-                                         "resources": ["pods"], "scope": "Namespaced"}]  # fmt: skip
+        assert hooks[name]["rules"] == [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
+                                         "resources": ["pods", "pods/ephemeralcontainers"], "scope": "Namespaced"}]  # fmt: skip
     assert hooks["pods.modelseal.dev"]["objectSelector"] == {
         "matchExpressions": [{"key": "inference.llmkube.dev/service", "operator": "Exists"}]
     }
@@ -120,7 +123,26 @@ def test_llmkube_has_no_crd_writes_conditions_and_serves_the_webhook() -> None:
         assert rule["operations"] == ["CREATE", "UPDATE"] and "objectSelector" not in hooks[name]
     from modelseal.operator.admission.webhook import PATHS
 
-    assert {h["clientConfig"]["service"]["path"] for h in hooks.values()} == {f"/{p}" for p in PATHS}
+    mutating = one(docs, "MutatingWebhookConfiguration")
+    assert mutating["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == ref
+    [verify] = mutating["webhooks"]
+    assert verify["name"] == "verify-pods.modelseal.dev" and verify["reinvocationPolicy"] == "IfNeeded"
+    assert verify["clientConfig"]["service"] == {**hooks["pods.modelseal.dev"]["clientConfig"]["service"],
+                                                 "path": "/mutate-pods"}  # fmt: skip
+    # the Pods it mutates are exactly those the validating pods webhook requires the verifier of;
+    # it mutates their creation only (a Pod's init containers cannot be added later)
+    assert verify["rules"] == [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                                "resources": ["pods"], "scope": "Namespaced"}]  # fmt: skip
+    for field in (
+        "objectSelector",
+        "namespaceSelector",
+        "failurePolicy",
+        "sideEffects",
+        "timeoutSeconds",
+    ):
+        assert verify[field] == hooks["pods.modelseal.dev"][field], field
+    served = {h["clientConfig"]["service"]["path"] for h in [*hooks.values(), verify]}
+    assert served == {f"/{p}" for p in PATHS}
     assert not settings.allow_unattested_weight_paths  # refused in enforce until an operator opts in
 
 
@@ -197,7 +219,8 @@ def test_only_the_api_server_reaches_the_webhook_port(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("overlay", ["standalone", "llmkube"])
 def test_the_image_is_named_once(overlay: str, tmp_path: Path) -> None:
-    """kustomize `images:` changes the operator's image and the publication Jobs' image together."""
+    """kustomize `images:` changes the operator's image, the publication Jobs' and the serving Pods'
+    verifier's together: the verifier is the operator's own image, as the operator tells it."""
     (tmp_path / "kustomization.yaml").write_text(
         f"resources: [{os.path.relpath(DEPLOY / 'overlays' / overlay, tmp_path)}]\n"
         "images:\n  - {name: modelseal, newName: registry.example/acme/modelseal, newTag: '2.0.1'}\n"
@@ -205,6 +228,16 @@ def test_the_image_is_named_once(overlay: str, tmp_path: Path) -> None:
     container = one(render(tmp_path), "Deployment")["spec"]["template"]["spec"]["containers"][0]
     assert container["image"] == "registry.example/acme/modelseal:2.0.1"
     assert {"name": "MODELSEAL_PUBLISHER_IMAGE", "value": container["image"]} in container["env"]
+    assert {"name": "MODELSEAL_VERIFIER_IMAGE", "value": container["image"]} in container["env"]
+    # what the operator makes of it: the image its webhook gives every serving Pod's verifier
+    env = {e["name"]: e["value"] for e in container["env"]}
+    args = build_parser().parse_args(container["args"])
+    settings = OperatorSettings.from_flags(
+        mode=args.model_attestation, trusted_keys=args.model_attestation_trusted_keys,
+        verifier_image=args.verifier_image or env["MODELSEAL_VERIFIER_IMAGE"],
+        publisher_image=args.publisher_image or env["MODELSEAL_PUBLISHER_IMAGE"],
+    )  # fmt: skip
+    assert settings.verifier_image == settings.publisher_image == container["image"]
 
 
 @pytest.mark.parametrize("overlay", ["standalone", "llmkube"])
@@ -221,6 +254,7 @@ def test_the_example_keeps_admitting(overlay: str, later: timedelta) -> None:
     outcome = evaluate_gate(
         model["spec"], model["metadata"]["namespace"], settings, trusted=ConfigMapRead(keys["data"]),
         attestation=ConfigMapRead(attestation["data"]), now=datetime.now(UTC) + later,
+        annotations=model["metadata"].get("annotations"),
     )  # fmt: skip
     assert outcome is not None and outcome.admitted, outcome.message if outcome else None
 

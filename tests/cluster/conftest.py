@@ -126,13 +126,14 @@ def deployed(
     control_plane: ControlPlane, _deployments: dict[Path, Applied], tmp_path_factory: pytest.TempPathFactory
 ) -> Applied:
     """deploy/ applied once per plane (what each plane gets: :func:`apply_overlays`); the overlay's
-    Service-form webhook configuration is then removed (its Service has no Pods here: nothing
+    Service-form webhook configurations are then removed (its Service has no Pods here: nothing
     runs them), and each webhook test registers the same webhooks with a URL of its own operator."""
     key = control_plane.kubeconfig
     if key not in _deployments:
         applied = apply_overlays(key, tmp_path_factory.mktemp("deploy"), llmkube=control_plane.llmkube)
-        done = kubectl(key, "delete", "validatingwebhookconfiguration", "modelseal", "--ignore-not-found")
-        assert done.returncode == 0, done.stderr
+        for kind in ("validatingwebhookconfiguration", "mutatingwebhookconfiguration"):
+            done = kubectl(key, "delete", kind, "modelseal", "--ignore-not-found")
+            assert done.returncode == 0, done.stderr
         _deployments[key] = applied
     return _deployments[key]
 

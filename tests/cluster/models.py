@@ -3,11 +3,14 @@
 How a Model names its attestation depends on the Model CRD the cluster serves. deploy/crd's (modelseal
 alone) has ``spec.attestation``; LLMKube v0.9.19's has not, and the API server prunes the field
 (``kubectl apply`` refuses it). The reference LLMKube's CRD keeps is the annotation
-``modelseal.dev/attestation: NAME/KEY``, which the operator does not read yet: until it does, a
-Model beside LLMKube cannot be attested, and the scenarios that need one (marked
-:data:`waits_for_reference`) stop where the API server drops the reference, with
-:class:`ReferenceNotKept`. When the operator reads the annotation, :data:`LLMKUBE_REFERENCE` becomes
-:func:`annotation_reference` (one line) and those scenarios run to the end.
+``modelseal.dev/attestation: NAME/KEY``, which the operator reads: :data:`LLMKUBE_REFERENCE` is
+:func:`annotation_reference`. A Model stored without the reference it was given raises
+:class:`ReferenceNotKept`.
+
+The default source is a file downloaded over https, which LLMKube turns Ready at once and the
+operator admits with an attestation of its digest; a bare Hugging Face repository id (LLMKube's
+other Ready-at-once source) is refused by the operator in enforce mode, since the runtime would
+download it itself after any check, so the tests that want one say so.
 """
 
 from __future__ import annotations
@@ -15,12 +18,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import pytest
-
 from modelseal.operator.settings import GROUP, VERSION
 from tests.cluster.kube import Kube
 from tests.conftest import FIXTURE_SHA256
-from tests.operator.cluster import OPERATOR_PUB, Cluster, condition, socair_envelope
+from tests.operator.cluster import MODEL_SOURCE, OPERATOR_PUB, Cluster, condition, socair_envelope
 
 __all__ = [
     "ANNOTATION",
@@ -37,7 +38,6 @@ __all__ = [
     "reference_for",
     "socair_envelope",
     "spec_reference",
-    "waits_for_reference",
 ]
 
 KEY = "attestation.dsse.json"
@@ -55,25 +55,12 @@ def annotation_reference(configmap: str) -> dict[str, Any]:
     return {"metadata": {"annotations": {ANNOTATION: f"{configmap}/{KEY}"}}}
 
 
-#: How a Model beside LLMKube names its attestation: switch to annotation_reference once the
-#: operator reads the annotation, and the scenarios marked waits_for_reference run to the end.
-LLMKUBE_REFERENCE: Reference = spec_reference
+#: How a Model beside LLMKube names its attestation: the annotation, which the operator reads.
+LLMKUBE_REFERENCE: Reference = annotation_reference
 
 
 class ReferenceNotKept(Exception):  # noqa: N818 - it names what happened, as the tests read it
     """The API server stored a Model without the attestation reference it was given."""
-
-
-#: A scenario beside LLMKube that needs an attested Model: it fails, as expected, only where the API
-#: server drops the attestation reference (ReferenceNotKept); any other failure fails it, and once
-#: the reference is kept it must pass (strict).
-waits_for_reference = pytest.mark.xfail(
-    LLMKUBE_REFERENCE is spec_reference,
-    raises=ReferenceNotKept,
-    strict=True,
-    reason="LLMKube v0.9.19's Model CRD prunes spec.attestation: waits for the operator to read the"
-    f" annotation {ANNOTATION} (tests/cluster/models.py)",
-)
 
 
 def reference_for(llmkube: bool) -> Reference:
@@ -131,10 +118,10 @@ class Models(Cluster):
         *,
         attestation: str | None = None,
         sha256: str | None = FIXTURE_SHA256,
-        source: str = "acme/attested-model",
+        source: str = MODEL_SOURCE,
         **spec: Any,
     ) -> None:
-        """Create a Model (a Hugging Face repository id by default, which LLMKube turns Ready at
+        """Create a Model (a file downloaded over https by default, which LLMKube turns Ready at
         once) naming ``attestation`` as the plane's CRD keeps it.
 
         Raises:

@@ -53,10 +53,8 @@ class Applied:
     rendered: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     before_namespace: subprocess.CompletedProcess[str] | None = None
 
-    def webhook_configuration(self) -> dict[str, Any]:
-        [found] = [
-            d for d in self.rendered["llmkube-own-cert"] if d["kind"] == "ValidatingWebhookConfiguration"
-        ]
+    def webhook_configuration(self, kind: str = "ValidatingWebhookConfiguration") -> dict[str, Any]:
+        [found] = [d for d in self.rendered["llmkube-own-cert"] if d["kind"] == kind]
         return found
 
 

@@ -15,7 +15,7 @@ from tests.cluster.models import Models
 from tests.cluster.operator_process import OPERATOR_USER, audit_records, service_account_token
 from tests.cluster.overlays import Applied
 from tests.conftest import FIXTURE_SHA256
-from tests.operator.cluster import phase
+from tests.operator.cluster import MODEL_SOURCE, phase
 
 pytestmark = CLUSTER
 USER = OPERATOR_USER
@@ -97,4 +97,4 @@ async def test_writes_the_role_does_not_grant_are_refused_with_403(
     finally:
         await operator.aclose()
     spec = (await models.model("m"))["spec"]  # with the defaults of LLMKube's CRD (format, refreshPolicy)
-    assert (spec["source"], spec["sha256"]) == ("acme/attested-model", FIXTURE_SHA256), spec
+    assert (spec["source"], spec["sha256"]) == (MODEL_SOURCE, FIXTURE_SHA256), spec

@@ -67,8 +67,10 @@ async def test_an_operator_killed_mid_judgement_comes_back_with_nothing_stale_or
     models = Models(admin, namespace)
     await models.standard()
     names = [f"m{i:02d}" for i in range(COUNT)]
-    for i, name in enumerate(names):
-        await models.new_model(name, attestation="good" if i % 2 == 0 else "held")
+    for i, name in enumerate(names):  # the three changed by spec below reference theirs there
+        await models.new_model(
+            name, attestation="good" if i % 2 == 0 else "held", in_spec=name in ("m00", "m01", "m03")
+        )
     hook_flags, ca = flags(tmp_path / "webhook")
     operator = await start_operator(enforce(namespace, *hook_flags))
     await eventually(lambda: admin.items(models.models), lambda items: any((m.get("status") or {}).get("phase")
@@ -116,8 +118,10 @@ async def test_an_api_server_restart_under_a_running_operator(
     models = Models(admin, namespace)
     await models.standard()
     names = [f"m{i:02d}" for i in range(20)]
-    for i, name in enumerate(names):
-        await models.new_model(name, attestation="good" if i % 2 == 0 else "held")
+    for i, name in enumerate(names):  # the three changed by spec below reference theirs there
+        await models.new_model(
+            name, attestation="good" if i % 2 == 0 else "held", in_spec=name in ("m00", "m01", "m03")
+        )
     operator = await start_operator(enforce(namespace, "--recheck-interval=10m"))
     await eventually(lambda: admin.items(models.models), lambda items: any((m.get("status") or {}).get("phase")
                      for m in items), timeout=90, what="a first verdict written")  # fmt: skip

@@ -19,8 +19,11 @@ from tests.conftest import FIXTURE_SHA256
 from tests.operator.cluster import phase
 
 pytestmark = CLUSTER
+HUB = "acme/attested-model"  # a Hugging Face repository id: LLMKube turns it Ready, nothing to download
 OURS = "modelseal.dev/AttestationVerified"
-NOT_SET = "attestation rejected: spec.attestation is not set"
+NOT_SET = "attestation rejected: no attestation is referenced"
+#: a repository the runtime would download itself: refused before any reference is looked at
+RESOLVED = "attestation rejected: spec.source 'acme/attested-model' is a Hugging Face repository the runtime downloads"
 NO_SHA = "attestation rejected: the attestation policy requires spec.sha256"
 
 
@@ -107,9 +110,9 @@ async def test_conditions_mode_and_llmkubes_own_reconciles_never_undo_each_other
     namespace = models.namespace
     await models.standard()
     await models.new_model("weights", source="pvc://weights/model.gguf", sha256=None)
-    await models.new_model("hub")
+    await models.new_model("hub", source=HUB)
     await start_operator(enforce(namespace, "--model-status=conditions"))
-    hub = ("Ready", ("Available", "True", "RuntimeResolved"), NOT_SET)
+    hub = ("Ready", ("Available", "True", "RuntimeResolved"), RESOLVED)
     rounds: list[tuple[str, tuple[str, tuple[str, str, str], str]]] = [
         ("created", ("Failed", ("Degraded", "True", "PVCNotFound"), NO_SHA)),
         ("a claim, unbound; spec.sha256 set", ("Pending", ("Progressing", "True", "PVCNotBound"), NOT_SET)),
@@ -145,9 +148,9 @@ async def test_full_mode_beside_llmkube_stops_at_the_second_writer_of_phase(
     SecondStatusWriter Event and writes no more, so the Model stays Ready: full mode cannot keep a
     refused Model from serving beside LLMKube (conditions mode and the webhook are the way)."""
     await models.standard()
-    await models.new_model("before")  # Ready by LLMKube before modelseal starts
+    await models.new_model("before", source=HUB)  # Ready by LLMKube before modelseal starts
     await start_operator(enforce(models.namespace))
-    await models.new_model("after")  # judged by both at once
+    await models.new_model("after", source=HUB)  # judged by both at once
     for name in ("before", "after"):
         stopped = await models.event("SecondStatusWriter", name, timeout=60)
         assert stopped["message"].startswith(f"status.phase is also written by {MANAGER}: modelseal stops")

@@ -5,8 +5,8 @@ once LLMKube finds its Model Ready, and the real ReplicaSet controller records m
 of its Pods; LLMKube's prefetch Job for an unattested Model gets no Pod; an attested Model's Pods
 are created, a revoke evicts them through the Eviction API
 and their replacements are refused; with the operator down, failurePolicy Fail keeps model Pods
-out. Scenarios that need an attested Model wait for the attestation reference LLMKube's CRD keeps
-(tests/cluster/models.py)."""
+out. An attested Model names its attestation by the annotation LLMKube's CRD keeps, and its Pods
+get the verifier from /mutate-pods (tests/cluster/test_pod_verifier.py)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from modelseal.attest.signing.private_keys import generate_key
 from tests.cluster.control_plane import CLUSTER
 from tests.cluster.kube import Kube, eventually
 from tests.cluster.llmkube import bind, claim, inference_service, services, touch
-from tests.cluster.models import Models, condition_is, enforce, waits_for_reference
+from tests.cluster.models import Models, condition_is, enforce
 from tests.cluster.operator_process import OperatorProcess
 from tests.cluster.overlays import Applied
 from tests.cluster.webhooks import CONFIGURATIONS, MODEL_LABEL, Webhook, flags, register
@@ -85,7 +85,6 @@ async def test_the_api_server_refuses_an_inferenceservice_over_an_unattested_mod
     assert r.status_code == 403 and "is unknown to modelseal: it cannot be admitted" in r.text, r.text
 
 
-@waits_for_reference
 async def test_an_update_pointing_a_service_at_a_refused_model_is_refused(
     admin: Kube, namespace: str, models: Models, serving: Serving
 ) -> None:
@@ -198,7 +197,6 @@ async def test_llmkubes_prefetch_pod_for_an_unattested_model_is_refused(
     assert (await models.model("early"))["status"]["phase"] == "Downloading"  # LLMKube waits on its Job
 
 
-@waits_for_reference
 async def test_an_attested_models_pods_are_created_and_a_revoke_evicts_them(
     admin: Kube, namespace: str, models: Models, serving: Serving
 ) -> None:
@@ -249,7 +247,6 @@ async def test_with_the_operator_down_model_pods_are_kept_out(
                      what="modelseal's own refusal after the restart")  # fmt: skip
 
 
-@waits_for_reference
 async def test_an_attested_models_pod_is_allowed_again_once_the_operator_is_back(
     admin: Kube, models: Models, serving: Serving
 ) -> None:
@@ -285,7 +282,6 @@ async def _run_and_ready(admin: Kube, pod: dict[str, Any]) -> None:
     assert r.status_code == 200, r.text
 
 
-@waits_for_reference
 async def test_a_disruption_budget_holds_running_pods_until_it_allows_their_eviction(
     admin: Kube, namespace: str, models: Models, serving: Serving
 ) -> None:

@@ -1,7 +1,8 @@
-"""deploy/'s validating webhooks registered with the real API server, pointing at an operator out of
-cluster: the URL form of clientConfig with a CA bundle, everything else (rules, object selector,
-failurePolicy, timeouts) as deploy/overlays/llmkube-own-cert renders it, and the namespace
-selector narrowed to the test's namespace so no other test meets them."""
+"""deploy/'s webhooks (validating, and the mutating /mutate-pods) registered with the real API
+server, pointing at an operator out of cluster: the URL form of clientConfig with a CA bundle,
+everything else (rules, object selector, failurePolicy, timeouts, reinvocation) as
+deploy/overlays/llmkube-own-cert renders it, and the namespace selector narrowed to the test's
+namespace so no other test meets them."""
 
 from __future__ import annotations
 
@@ -19,9 +20,10 @@ from tests.cluster.kube import Kube, eventually
 from tests.cluster.operator_process import OperatorProcess, free_port
 from tests.cluster.overlays import Applied
 
-__all__ = ["Webhook", "pod", "register"]
+__all__ = ["MUTATING", "Webhook", "configuration", "pod", "register"]
 
 CONFIGURATIONS = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
+MUTATING = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
 MODEL_LABEL = "inference.llmkube.dev/model"
 
 
@@ -56,20 +58,33 @@ def flags(folder: Path) -> tuple[list[str], bytes]:
             f"--admission-webhook-key={key}"], cert.read_bytes()  # fmt: skip
 
 
-async def register(
-    admin: Kube, applied: Applied, namespace: str, operator: OperatorProcess, ca: bytes
-) -> Webhook:
-    """Register deploy/'s webhooks for ``operator``; return once the API server calls them."""
-    port = next(int(f.rsplit(":", 1)[1]) for f in operator.flags if f.startswith("--admission-webhook="))
-    config = copy.deepcopy(applied.webhook_configuration())
-    name = f"modelseal-{namespace}-{uuid.uuid4().hex[:6]}"
+def configuration(
+    applied: Applied, kind: str, name: str, namespace: str, port: int, ca: bytes
+) -> dict[str, Any]:
+    """deploy/'s webhook configuration of ``kind``, calling the operator on 127.0.0.1:``port``, for
+    ``namespace`` only."""
+    config = copy.deepcopy(applied.webhook_configuration(kind))
     config["metadata"] = {"name": name}
     for webhook in config["webhooks"]:
         path = webhook["clientConfig"]["service"]["path"]
         webhook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}",
                                    "caBundle": base64.b64encode(ca).decode()}  # fmt: skip
         webhook["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
-    await admin.create(CONFIGURATIONS, config)
+    return config
+
+
+async def register(
+    admin: Kube, applied: Applied, namespace: str, operator: OperatorProcess, ca: bytes
+) -> Webhook:
+    """Register deploy/'s webhooks (the validating ones, and /mutate-pods, which gives serving Pods
+    their verifier) for ``operator``; return once the API server calls them."""
+    port = next(int(f.rsplit(":", 1)[1]) for f in operator.flags if f.startswith("--admission-webhook="))
+    name = f"modelseal-{namespace}-{uuid.uuid4().hex[:6]}"
+    await admin.create(
+        MUTATING, configuration(applied, "MutatingWebhookConfiguration", name, namespace, port, ca)
+    )
+    await admin.create(CONFIGURATIONS, configuration(applied, "ValidatingWebhookConfiguration", name, namespace,
+                                                     port, ca))  # fmt: skip
     hook = Webhook(operator, name, namespace)
     # the API server loads a new configuration a moment after storing it: until a Pod of a Model
     # modelseal never saw is refused by modelseal, the webhook is not yet in force

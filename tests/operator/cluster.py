@@ -13,12 +13,15 @@ import kmock
 import kopf
 
 from modelseal.attest.verdict import Mode
+from modelseal.operator.decide.reference import ANNOTATION
 from modelseal.operator.handlers import build_registry, configure
 from modelseal.operator.reconciler import Reconciler
 from modelseal.operator.settings import GROUP, PLURAL, VERSION, OperatorSettings
 from tests.conftest import FIXTURE_SHA256, SOCAIR, socair_envelope
 
 CONFIGMAPS = "/api/v1/namespaces/default/configmaps"
+#: a one-file source LLMKube's init container downloads (a bare repository id would be refused)
+MODEL_SOURCE = "https://models.example.com/attested-model/model.safetensors"
 ENFORCE = OperatorSettings(mode=Mode.ENFORCE, trusted_keys=("default", "socair-trusted-keys"))
 
 
@@ -85,13 +88,22 @@ class Cluster:
                                        field: {"attestation.dsse.json": value}})  # fmt: skip
 
     async def new_model(
-        self, name: str, *, attestation: str | None = None, sha256: str = FIXTURE_SHA256
+        self,
+        name: str,
+        *,
+        attestation: str | None = None,
+        sha256: str = FIXTURE_SHA256,
+        in_spec: bool = False,
     ) -> None:
-        spec: dict[str, Any] = {"source": "acme/attested-model", "sha256": sha256}
-        if attestation:
+        """A one-file Model downloaded from https; its attestation referenced by the annotation
+        LLMKube's schema keeps (``in_spec``: by ``spec.attestation``, where a CRD has it)."""
+        spec: dict[str, Any] = {"source": MODEL_SOURCE, "sha256": sha256}
+        meta: dict[str, Any] = {"name": name, "namespace": self.namespace}
+        if attestation and in_spec:
             spec["attestation"] = {"configMapKeyRef": {"name": attestation, "key": "attestation.dsse.json"}}
-        await self.create(self.models, {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Model",
-                                        "metadata": {"name": name, "namespace": self.namespace},
+        elif attestation:
+            meta["annotations"] = {ANNOTATION: f"{attestation}/attestation.dsse.json"}
+        await self.create(self.models, {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Model", "metadata": meta,
                                         "spec": spec})  # fmt: skip
 
     async def wait(

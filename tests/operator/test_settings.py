@@ -159,3 +159,14 @@ def test_unattested_weight_paths_are_refused_unless_the_flag_allows_them() -> No
         OperatorSettings.from_flags(
             mode="enforce", trusted_keys="ns/keys", allow_unattested_weight_paths=True
         )
+
+
+def test_the_verifier_image_is_the_operators_own_unless_told() -> None:
+    assert OperatorSettings.from_flags(mode="off").verifier_image == "modelseal:0.1.0"
+    follows = OperatorSettings.from_flags(mode="off", publisher_image="ghcr.io/x/modelseal:1")
+    assert follows.verifier_image == "ghcr.io/x/modelseal:1"
+    own = OperatorSettings.from_flags(mode="off", publisher_image="a/p:1", verifier_image=" ghcr.io/x/v:2 ")
+    assert own.verifier_image == "ghcr.io/x/v:2"
+    for bad in ("", "a b"):
+        with pytest.raises(UsageError, match="--verifier-image"):
+            OperatorSettings.from_flags(mode="off", verifier_image=bad)

@@ -65,6 +65,9 @@ def add_operator(op: argparse.ArgumentParser) -> None:
     run.add_argument("--publisher-image", metavar="IMAGE",
                      help="the modelseal image prefetchOCI Jobs run (default: $MODELSEAL_PUBLISHER_IMAGE,"
                           " else modelseal:VERSION)")  # fmt: skip
+    run.add_argument("--verifier-image", metavar="IMAGE",
+                     help="the modelseal image of a serving Pod's modelseal-verify init container (default:"
+                          " $MODELSEAL_VERIFIER_IMAGE, else the publisher image)")  # fmt: skip
     run.add_argument("--registry-config", metavar="FILE",
                      help="docker config.json with credentials for reading oci:// sources")  # fmt: skip
     run.add_argument("--registry-ca-file", metavar="FILE", help="CA bundle for registries with a private CA")
@@ -79,7 +82,7 @@ def add_operator(op: argparse.ArgumentParser) -> None:
                      help="full: write phase and conditions (modelseal is the only Model controller);"
                      " conditions: only modelseal.dev/ conditions, beside LLMKube's controller")  # fmt: skip
     run.add_argument("--admission-webhook", metavar="HOST:PORT",
-                     help="serve the validating admission webhook (HTTPS) here")  # fmt: skip
+                     help="serve the admission webhooks (HTTPS) here")  # fmt: skip
     run.add_argument("--admission-webhook-cert", metavar="FILE", help="the webhook's certificate (PEM)")
     run.add_argument("--admission-webhook-key", metavar="FILE",
                      help="its key (PEM); without both, a self-signed one is made at start")  # fmt: skip
@@ -201,6 +204,8 @@ def run_cmd(args: argparse.Namespace) -> int:
         publisher_signing_key_secret=args.publisher_signing_key_secret,
         discover_image_attestations=args.discover_image_attestations,
         allow_unattested_weight_paths=args.allow_unattested_weight_paths,
+        # deploy/ sets MODELSEAL_VERIFIER_IMAGE from the operator's own image, as the publisher's
+        verifier_image=args.verifier_image or os.environ.get("MODELSEAL_VERIFIER_IMAGE") or None,
     )
     if not 0 <= args.metrics_port <= 65535:
         raise UsageError("--metrics-port must be between 0 and 65535")
@@ -215,10 +220,10 @@ def run_cmd(args: argparse.Namespace) -> int:
     logging.info("logging in with %s", cluster)
     logging.info(
         "model attestation policy: mode=%s trustedKeys=%s allowConditions=%s maxAge=%s modelStatus=%s"
-        " publisherSigning=%s discoverImageAttestations=%s allowUnattestedWeightPaths=%s",
+        " publisherSigning=%s discoverImageAttestations=%s allowUnattestedWeightPaths=%s verifierImage=%s",
         settings.mode.value, settings.trusted_keys_ref, settings.allow_conditions, settings.max_age,
         settings.model_status.value, "/".join(settings.publisher_signing or ()) or "off",
-        settings.discover_image_attestations, settings.allow_unattested_weight_paths,
+        settings.discover_image_attestations, settings.allow_unattested_weight_paths, settings.verifier_image,
     )  # fmt: skip
     metrics = OperatorMetrics()
     if args.metrics_port:

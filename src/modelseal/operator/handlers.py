@@ -73,8 +73,9 @@ def build_registry(
         if webhook is not None:
             mode = reconciler.settings.mode
             allow = reconciler.settings.allow_unattested_weight_paths
+            image = reconciler.settings.verifier_image
             serving = serve_webhook(webhook, lambda: mode, reconciler.verdict_for, reconciler.services.lookup,
-                                    allow_weight_paths=allow)  # fmt: skip
+                                    allow_weight_paths=allow, verifier_image=image)  # fmt: skip
             tasks.append(asyncio.create_task(serving))
 
     @kopf.on.cleanup(registry=registry)

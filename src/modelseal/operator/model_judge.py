@@ -36,7 +36,6 @@ from modelseal.operator.decide.gate import (
 from modelseal.operator.decide.judgement import Judgement, generation_of, internal_error
 from modelseal.operator.decide.verdict_cache import VerdictCache
 from modelseal.operator.kube.api import KubeApi
-from modelseal.operator.kube.names import is_subdomain
 from modelseal.operator.metrics import OperatorMetrics
 from modelseal.operator.prefetch.publication import Publication
 from modelseal.operator.prefetch.runs import PrefetchJobs
@@ -113,16 +112,17 @@ class ModelJudge:
         return await self._configmap(ref[0], ref[1], fresh=False) if ref else None
 
     async def _read(
-        self, spec: Mapping[str, Any], namespace: str, fresh: bool
+        self, spec: Mapping[str, Any], annotations: Any, namespace: str, fresh: bool
     ) -> tuple[ConfigMapRead | None, ConfigMapRead | None]:
-        if self.settings.mode is Mode.OFF or not (spec.get("sha256") or pinned_image(spec)):
+        folder = spec.get("files") or spec.get("mmproj")
+        if self.settings.mode is Mode.OFF or not (spec.get("sha256") or pinned_image(spec) or folder):
             return None, None
-        ref = referenced_configmap(spec)
+        ref = referenced_configmap(spec, annotations)  # one that cannot be used is refused, never asked for
         if ref is None:
             return None, None
         trusted = await self._shared(self.settings.trusted_keys)
-        if (trusted is not None and trusted.error is not None) or not is_subdomain(ref[0]):
-            return trusted, None  # a name that is not a ConfigMap's is refused by the gate, never asked for
+        if trusted is not None and trusted.error is not None:
+            return trusted, None
         return trusted, await self._configmap(namespace, ref[0], fresh)
 
     async def _judge_attached(self, key: ModelKey, image: ImageReference, now: datetime) -> GateOutcome:
@@ -184,17 +184,17 @@ class ModelJudge:
         """
         doing = "reading the Model's ConfigMaps"
         try:
-            spec = model["spec"]
-            image = discovered_image(spec, self.settings)
+            spec, annotations = model["spec"], model["metadata"].get("annotations")
+            image = discovered_image(spec, self.settings, annotations)
             if image is not None:
                 doing = "judging the attestations attached to the image"
                 outcome: GateOutcome | None = await self._judge_attached(key, image, now)
             else:
-                trusted, attestation = await self._read(spec, key[0], fresh)
+                trusted, attestation = await self._read(spec, annotations, key[0], fresh)
                 doing = "judging the attestation"
                 outcome = await asyncio.to_thread(
                     evaluate_gate, spec, key[0], self.settings, trusted=trusted, attestation=attestation,
-                    now=now, cache=self.cache,
+                    now=now, cache=self.cache, annotations=annotations,
                 )  # fmt: skip
             doing = "checking the source and the publication"
             source, publication = await self._after_gate(model, outcome, generation_of(model), fresh)

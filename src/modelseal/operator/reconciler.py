@@ -28,6 +28,7 @@ from modelseal.operator.admission.eviction import Evictions
 from modelseal.operator.admission.service_index import ServiceIndex
 from modelseal.operator.decide.gate import ConfigMapRead, GateOutcome, referenced_configmap
 from modelseal.operator.decide.judgement import generation_of, uid_of, unexpected
+from modelseal.operator.decide.reference import annotation_value
 from modelseal.operator.decide.verdict_cache import VerdictCache
 from modelseal.operator.kube.api import KubeApi
 from modelseal.operator.metrics import OperatorMetrics
@@ -133,13 +134,16 @@ class Reconciler(ModelJudge):
         """For the webhook: the Model's current generation and latest verdict (None: an unknown Model).
 
         A verdict about another object of the same name (its ``metadata.uid`` differs: the Model
-        was deleted and created again) is none: the Model has not been judged yet.
+        was deleted and created again), or judged before its annotation ``modelseal.dev/attestation``
+        changed (which bumps no generation), is none: the Model has not been judged yet.
         """
         model = self.models.get((namespace, name))
         if model is None:
             return None
         verdict = self.verdicts.get((namespace, name))
-        return generation_of(model), verdict if verdict is not None and verdict.uid == uid_of(model) else None
+        if verdict is not None and (verdict.uid != uid_of(model) or verdict.basis != annotation_value(model)):
+            verdict = None  # of another object, or judged before its attestation annotation changed
+        return generation_of(model), verdict
 
     def _still(self, key: ModelKey, model: Mapping[str, Any]) -> bool:
         """Whether ``model`` is still the object the watch knows by this name (same ``metadata.uid``)."""
@@ -176,7 +180,7 @@ class Reconciler(ModelJudge):
             return sorted(self.models)
         found = []
         for key, model in self.models.items():
-            ref = referenced_configmap(model["spec"])
+            ref = referenced_configmap(model["spec"], model["metadata"].get("annotations"))
             if key[0] == namespace and ref is not None and ref[0] == name:
                 found.append(key)
         return sorted(found)
@@ -244,7 +248,7 @@ class Reconciler(ModelJudge):
             uid = uid_of(model)
             before = self.verdicts.get(key)
             before = before if before is not None and before.uid == uid else None
-            self.verdicts[key] = verdict = judged.verdict(generation_of(model), uid)
+            self.verdicts[key] = verdict = judged.verdict(generation_of(model), uid, annotation_value(model))
             try:
                 await self.status.write(self.api, key, model, judged, now, self._remember_fresh)
                 evict = self.settings.evict_on_revoke and self.evictions.due(key, before, blocked)

@@ -20,6 +20,7 @@ from modelseal.operator.sources.source_image import RegistryAccess
 
 __all__ = [
     "DEFAULT_PUBLISHER_IMAGE",
+    "DEFAULT_VERIFIER_IMAGE",
     "GROUP",
     "PLURAL",
     "SERVICES",
@@ -38,6 +39,7 @@ VERSION = "v1alpha1"
 PLURAL = "models"
 SERVICES = "inferenceservices"
 DEFAULT_PUBLISHER_IMAGE = f"modelseal:{__version__}"
+DEFAULT_VERIFIER_IMAGE = DEFAULT_PUBLISHER_IMAGE
 
 
 def parse_mode(text: str) -> Mode:
@@ -180,6 +182,9 @@ class OperatorSettings:
     #: ``--allow-unattested-weight-paths``: the webhook admits weights no Model attests (LoRA and draft
     #: paths, volumes, LoRAAdapters, ...; :mod:`modelseal.operator.admission.served_weights`), with a warning
     allow_unattested_weight_paths: bool = False
+    #: ``--verifier-image``: the image of a serving Pod's ``modelseal-verify`` init container (the
+    #: operator's own; :mod:`modelseal.operator.podverify`)
+    verifier_image: str = DEFAULT_VERIFIER_IMAGE
 
     @property
     def trusted_keys_ref(self) -> str:
@@ -224,6 +229,7 @@ class OperatorSettings:
         publisher_signing_key_secret: str | None = None,
         discover_image_attestations: bool = False,
         allow_unattested_weight_paths: bool = False,
+        verifier_image: str | None = None,
     ) -> OperatorSettings:
         """Validate the flags as LLMKube does, plus modelseal's own.
 
@@ -290,20 +296,20 @@ class OperatorSettings:
             admission_policy=admission,
             admission_policy_ref=admission_ref,
             allow_unattested_weight_paths=allow_unattested_weight_paths,
-        )
+            verifier_image=_image(verifier_image, "--verifier-image") if verifier_image is not None else (
+                DEFAULT_VERIFIER_IMAGE if publisher_image is None else _image(publisher_image)),
+        )  # fmt: skip
 
 
-def _image(text: str) -> str:
-    """The image the publication Jobs run (modelseal's own).
+def _image(text: str, flag: str = "--publisher-image") -> str:
+    """An image modelseal's own Jobs or init containers run.
 
     Raises:
         UsageError: empty or with whitespace.
     """
     value = text.strip()
     if not value or any(ch.isspace() for ch in value):
-        raise UsageError(
-            f"--publisher-image {text!r}: give an image reference, as in ghcr.io/org/modelseal:0.1.0"
-        )
+        raise UsageError(f"{flag} {text!r}: give an image reference, as in ghcr.io/org/modelseal:0.1.0")
     return value
 
 

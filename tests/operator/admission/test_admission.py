@@ -16,8 +16,14 @@ from modelseal.operator.admission.decision import (
     review_response,
 )
 from modelseal.operator.admission.served_weights import ServedWeights, inference_service_weights
+from modelseal.operator.decide.loaded_files import LoadedFile, LoadedFiles
+from tests.operator.podverify.shapes import cached_pod, mutated
 
-ADMITTED = ModelVerdict(generation=2, admitted=True, message="signed by trusted key b4f69dad730db4cb")
+SHA = "ab" * 32
+ONE_FILE = LoadedFiles((LoadedFile("", SHA, "spec.source"),))
+ADMITTED = ModelVerdict(
+    generation=2, admitted=True, message="signed by trusted key b4f69dad730db4cb", loaded=ONE_FILE
+)
 REFUSED = ModelVerdict(generation=1, admitted=False, message="attestation rejected: state is withheld")
 # (namespace, name) -> (current generation, verdict)
 MODELS: dict[tuple[str, str], tuple[int, ModelVerdict | None]] = {
@@ -79,8 +85,18 @@ def test_the_same_name_in_another_namespace_is_another_model() -> None:
 
 def test_pods_without_the_label_and_other_operations_are_allowed() -> None:
     assert decide(pod(None), Mode.ENFORCE, lookup).allowed
-    assert decide(pod("bad", operation="UPDATE"), Mode.ENFORCE, lookup).allowed
+    unchanged = pod("bad", operation="UPDATE")
+    unchanged["oldObject"] = unchanged["object"]  # a label or a finalizer changed, not the spec
+    assert decide(unchanged, Mode.ENFORCE, lookup).allowed
     assert decide(pod("bad", operation="DELETE"), Mode.ENFORCE, lookup).allowed
+
+
+def test_a_pod_update_that_changes_the_spec_is_judged_as_its_result() -> None:
+    """An (init) container's image changed in place, or an ephemeral container added: judged again."""
+    changed = pod("bad", operation="UPDATE")
+    changed["oldObject"] = {**changed["object"], "spec": {"containers": [{"name": "c", "image": "old"}]}}
+    denied = decide(changed, Mode.ENFORCE, lookup)
+    assert not denied.allowed and f"Model ml/bad (label {MODEL_LABEL}) is not admitted" in denied.message
 
 
 @pytest.mark.parametrize(
@@ -214,8 +230,15 @@ def services(namespace: str, name: str) -> ServedWeights | None:
 
 
 def serving_pod(model: str | None, service: Any, namespace: str = "ml") -> dict[str, Any]:
-    labels = {"app": "x", SERVICE_LABEL: service, **({MODEL_LABEL: model} if model else {})}
-    return {**pod(None, namespace=namespace), "object": {"metadata": {"name": "p", "labels": labels}}}
+    """A serving Pod as LLMKube builds it, with the verifier /mutate-pods adds (when it can)."""
+    built = cached_pod(namespace, "x", model or "good", "https://models.example.com/m.gguf")
+    built["metadata"]["labels"] = {
+        "app": "x",
+        SERVICE_LABEL: service,
+        **({MODEL_LABEL: model} if model else {}),
+    }
+    built = mutated(built, namespace, lookup, services)
+    return {**pod(None, namespace=namespace), "object": built}
 
 
 def test_a_pod_is_judged_through_its_inferenceservice_and_every_model_it_names() -> None:
@@ -320,3 +343,28 @@ def test_an_update_that_leaves_the_spec_alone_is_allowed() -> None:
         assert decide(unchanged, Mode.ENFORCE, lookup).allowed
         changed = {**request, "oldObject": {**obj, "spec": {**obj["spec"], "name": "was"}}}
         assert not decide(changed, Mode.ENFORCE, lookup).allowed
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"sglangConfig": {"trustRemoteCode": True}},
+        {"extraArgs": ["--trust-remote-code"]},
+        {"extraArgs": ["--trust_remote_code=true"]},
+    ],
+)
+def test_remote_code_is_refused_unless_the_models_code_is_attested(spec: dict[str, Any]) -> None:
+    """The runtime would run the Model's Python modules: only attested ones (a folder listing them)."""
+    denied = decide(isvc("good", spec=spec), Mode.ENFORCE, lookup)
+    assert (
+        not denied.allowed and "runs the Model's Python code, and no attested file is code" in denied.message
+    )
+    coded = LoadedFiles((LoadedFile("model.safetensors", SHA, "spec.files[0]"),
+                         LoadedFile("modeling.py", SHA, "spec.files[1]")), folder=True)  # fmt: skip
+    with_code = ModelVerdict(2, True, "admitted", loaded=coded)
+    assert decide(isvc("good", spec=spec), Mode.ENFORCE, lambda ns, n: (2, with_code)).allowed
+    assert decide(
+        isvc("good", spec={"sglangConfig": {"trustRemoteCode": False}}), Mode.ENFORCE, lookup
+    ).allowed
+    malformed = decide(isvc("good", spec={"sglangConfig": {"trustRemoteCode": "yes"}}), Mode.ENFORCE, lookup)
+    assert not malformed.allowed and "trustRemoteCode is not a boolean" in malformed.message

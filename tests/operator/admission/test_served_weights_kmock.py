@@ -8,7 +8,9 @@ ride in the same Pod unnamed. These tests build LLMKube-shaped objects (v0.9.19)
 from __future__ import annotations
 
 import asyncio
+import base64
 import inspect
+import json
 import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
@@ -22,6 +24,7 @@ from modelseal.operator.admission.webhook import make_self_signed
 from modelseal.operator.settings import GROUP, SERVICES, VERSION, WebhookSettings
 from tests.operator.cluster import (
     CONFIGMAPS,
+    MODEL_SOURCE,
     OPERATOR_PUB,
     Cluster,
     condition,
@@ -29,6 +32,7 @@ from tests.operator.cluster import (
     running_operator,
     socair_envelope,
 )
+from tests.operator.podverify.shapes import cached_pod, review
 from tests.operator.test_beside_llmkube import CONDITIONS, OURS, free_port, pods
 
 EVICTING = replace(CONDITIONS, evict_on_revoke=True)
@@ -140,21 +144,23 @@ async def test_the_webhook_judges_a_pod_through_its_watched_inferenceservice(
         await cluster.wait("llama", lambda m: condition(m, OURS) is not None)
         await until(lambda: len(reconciler.services) == 3)
 
-        async def ask(service: str) -> dict[str, Any]:
-            review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-                      "request": {"uid": "r1", "kind": {"group": "", "version": "v1", "kind": "Pod"},
-                                  "operation": "CREATE", "namespace": "default",
-                                  "object": {"metadata": {"generateName": f"{service}-",
-                                                          "labels": {MODEL_LABEL: "llama", SERVICE_LABEL: service}}}}}  # fmt: skip
+        async def post(path: str, pod: dict[str, Any]) -> dict[str, Any]:
             for _ in range(200):  # the server starts with the operator
                 try:
-                    response: dict[str, Any] = (await client.post("/validate-pods", json=review)).json()[
-                        "response"
-                    ]
+                    answer: dict[str, Any] = (await client.post(path, json=review(pod, "default"))).json()
+                    response: dict[str, Any] = answer["response"]
                     return response
                 except httpx.ConnectError:
                     await asyncio.sleep(0.05)
             raise AssertionError("the webhook never listened")
+
+        async def ask(service: str) -> dict[str, Any]:
+            """The Pod LLMKube makes for ``service``, through /mutate-pods, then /validate-pods."""
+            pod = cached_pod("default", service, "llama", MODEL_SOURCE)
+            patch = await post("/mutate-pods", pod)
+            for op in json.loads(base64.b64decode(patch["patch"])) if "patch" in patch else []:
+                pod["spec"]["initContainers"] = op["value"]
+            return await post("/validate-pods", pod)
 
         assert (await ask("plain"))["allowed"] is True
         denied = await ask("chat")

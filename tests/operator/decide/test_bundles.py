@@ -23,6 +23,7 @@ from modelseal.attest.policy.policy_file import parse_policy
 from modelseal.attest.signing.private_keys import generate_key
 from modelseal.attest.verdict import Mode, Reason
 from modelseal.operator.decide.gate import ConfigMapRead, GateOutcome, evaluate_gate
+from modelseal.operator.decide.loaded_files import LoadedFile, LoadedFiles
 from modelseal.operator.settings import GROUP, VERSION, OperatorSettings
 from modelseal.operator.sources.source_image import RegistryAccess
 from modelseal.publish.image.publisher import StagedFile
@@ -95,8 +96,26 @@ def test_a_single_file_source_binds_through_spec_sha256() -> None:
     assert other.message.startswith(
         f"attestation rejected: attestation not admitted by policy: spec.sha256 {'ab' * 32}"
     )
-    several = gate({**spec, "files": ["model.gguf", "config.json"]}, bundle)
-    assert not several.admitted and "only for a single-file source" in several.message
+    assert ok.loaded == LoadedFiles((LoadedFile("", GGUF_SHA, "spec.source"),))
+
+
+def test_a_folder_from_a_download_source_binds_each_file_to_its_signed_digest() -> None:
+    """Each staged file gets the digest the signature gives its path; the serving Pod's verifier
+    checks them. Before, the gate refused every folder not published as an image."""
+    bundle = signed_bundle(FILES)
+    spec = {"source": "hf://org/repo", "files": ["model.gguf", "config.json"]}
+    several = gate(spec, bundle)
+    assert several.admitted, several.message
+    assert several.message.endswith("; its files are bound to the signed digests in the serving Pod")
+    config = hashlib.sha256(FILES["config.json"]).hexdigest()
+    assert several.loaded == LoadedFiles((LoadedFile("model.gguf", GGUF_SHA, "spec.files[0]"),
+                                          LoadedFile("config.json", config, "spec.files[1]")), folder=True)  # fmt: skip
+    extra = gate({**spec, "mmproj": "mmproj.gguf"}, bundle)
+    assert not extra.admitted and extra.code is Reason.DIGEST_MISMATCH
+    assert extra.message == (
+        "attestation rejected: spec.mmproj 'mmproj.gguf' has no attested digest: it is not among the"
+        " files an attestation listing 2 file(s) names"
+    )
 
 
 @pytest.mark.parametrize(

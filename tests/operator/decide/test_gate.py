@@ -22,7 +22,7 @@ from tests.conftest import FIXTURE_NOW, FIXTURE_SHA256, SOCAIR, socair_envelope
 OPERATOR_PUB = (SOCAIR / "operator.pub").read_text()
 KEYS = ConfigMapRead({"operator.pub": OPERATOR_PUB})
 ENFORCE = OperatorSettings(mode=Mode.ENFORCE, trusted_keys=("default", "socair-trusted-keys"))
-SPEC = {"source": "acme/attested-model", "sha256": FIXTURE_SHA256,
+SPEC = {"source": "https://models.example.com/attested-model/model.safetensors", "sha256": FIXTURE_SHA256,
         "attestation": {"configMapKeyRef": {"name": "model-attestation", "key": "attestation.dsse.json"}}}  # fmt: skip
 
 
@@ -69,7 +69,9 @@ def ready(outcome: GateOutcome | None) -> dict[str, dict[str, Any]]:
 
 
 def test_policy_off_no_sha_no_attestation() -> None:
-    outcome = gate({"source": "acme/attested-model"}, OperatorSettings())
+    outcome = gate(
+        {"source": "https://models.example.com/attested-model/model.safetensors"}, OperatorSettings()
+    )
     assert outcome is None
     assert "AttestationVerified" not in ready(outcome)
 
@@ -88,7 +90,8 @@ def test_no_attestation() -> None:
     refused(
         gate({"sha256": FIXTURE_SHA256}),
         # a modelseal user is told of modelseal's own command too (issue 21, point 15)
-        "spec.attestation is not set; sign the model's Socair report with `socair sign` or `modelseal sign`,",
+        "no attestation is referenced: set the annotation modelseal.dev/attestation: NAME/KEY to the ConfigMap"
+        " key holding the envelope (sign the model's Socair report with `socair sign` or `modelseal sign`)",
     )
 
 

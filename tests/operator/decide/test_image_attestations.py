@@ -67,7 +67,7 @@ def test_llmkube_texts_stay_for_everything_else() -> None:
         spec = {"attestation": REF, **({"source": source} if source else {})}
         assert gate(spec, bound_to(A)).message == needs_sha
     unset = gate({"source": f"oci://r.example/m@{A}"}, bound_to(A))
-    assert unset.message.startswith("attestation rejected: spec.attestation is not set")
+    assert unset.message.startswith("attestation rejected: no attestation is referenced")
 
 
 def test_an_image_statement_does_not_admit_a_file_model() -> None:

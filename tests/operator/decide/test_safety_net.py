@@ -31,7 +31,7 @@ def crash_on_generation_2(monkeypatch: pytest.MonkeyPatch) -> None:
     from modelseal.operator.decide.gate import evaluate_gate as real
 
     def gate(spec: Mapping[str, Any], *args: Any, **kwargs: Any) -> Any:
-        if spec.get("source") == "acme/other-model":
+        if spec.get("source") == "https://models.example.com/other-model.gguf":
             raise ValueError(f"invalid literal for int() with base 10: '{LEAK}'")
         return real(spec, *args, **kwargs)
 
@@ -45,7 +45,11 @@ async def ready_then_generation_2(cluster: Cluster, k8s: Any, settings: Operator
         await cluster.new_model("qwen", attestation="att")
         await cluster.wait("qwen", phase("Ready"))
         await cluster.patch(
-            f"{cluster.models}/qwen", {"metadata": {"generation": 2}, "spec": {"source": "acme/other-model"}}
+            f"{cluster.models}/qwen",
+            {
+                "metadata": {"generation": 2},
+                "spec": {"source": "https://models.example.com/other-model.gguf"},
+            },
         )
         return await cluster.wait(
             "qwen", lambda m: (condition(m, "AttestationVerified") or {}).get("observedGeneration") == 2
@@ -99,7 +103,10 @@ async def test_a_status_that_cannot_be_written_is_retried_and_nothing_escapes() 
     api = FailingWrites()
     reconciler = Reconciler(OperatorSettings(), api, clock=lambda: FIXTURE_NOW)
     key = reconciler.remember(
-        {"metadata": {"namespace": "default", "name": "m"}, "spec": {"source": "acme/m"}}
+        {
+            "metadata": {"namespace": "default", "name": "m"},
+            "spec": {"source": "https://models.example.com/m.gguf"},
+        }
     )
     await reconciler.reconcile(key)  # does not raise
     assert reconciler.checked[

@@ -51,21 +51,27 @@ def operator_paths(k8s: Any) -> list[str]:
     ]
 
 
-async def test_a_traversal_in_configmapkeyref_is_refused_without_a_request(
-    k8s: Any, cluster: Cluster
+@pytest.mark.parametrize(
+    ("in_spec", "said"),
+    [
+        (True, "spec.attestation.configMapKeyRef.name '../../kube-system/configmaps/att' is not a valid"
+               " ConfigMap name (a DNS-1123 subdomain)"),
+        (False, "annotation modelseal.dev/attestation '../../kube-system/configmaps/att/attestation.dsse.json'"
+                " is not NAME/KEY (a ConfigMap in the Model's namespace, and the key holding the envelope)"),
+    ],
+)  # fmt: skip
+async def test_a_traversal_in_the_reference_is_refused_without_a_request(
+    k8s: Any, cluster: Cluster, in_spec: bool, said: str
 ) -> None:
     await cluster.trusted_keys(OPERATOR_PUB)
     elsewhere = Cluster(str(k8s.url), namespace="kube-system", client=cluster.client)
     await elsewhere.attestation("att", socair_envelope("authorized"))  # what the traversal would reach
     async with running_operator(k8s):
-        await cluster.new_model("qwen", attestation="../../kube-system/configmaps/att")
+        await cluster.new_model("qwen", attestation="../../kube-system/configmaps/att", in_spec=in_spec)
         model = await cluster.wait("qwen", phase("Failed"))
     degraded = condition(model, "Degraded")
     assert degraded is not None and degraded["reason"] == "ModelAttestationRejected"
-    assert degraded["message"] == (
-        "attestation rejected: spec.attestation.configMapKeyRef.name '../../kube-system/configmaps/att'"
-        " is not a valid ConfigMap name (a DNS-1123 subdomain)"
-    )
+    assert degraded["message"] == f"attestation rejected: {said}"
     assert not [p for p in operator_paths(k8s) if "kube-system" in p or ".." in p]
 
 

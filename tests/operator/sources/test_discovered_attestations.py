@@ -79,7 +79,7 @@ async def test_the_flag_off_keeps_llmkubes_refusal_and_asks_no_registry(
         await serve(cluster, "served", ref)
         refused = await cluster.wait("served", phase("Failed"))
         assert reconciler.attached.reads == 0
-    assert said(refused).startswith("attestation rejected: spec.attestation is not set")
+    assert said(refused).startswith("attestation rejected: no attestation is referenced")
 
 
 async def test_an_attached_attestation_admits_and_every_other_case_refuses(

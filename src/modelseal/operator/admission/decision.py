@@ -13,8 +13,12 @@ so the webhook answers without an API call. What each object brings is read by
 - a Pod CREATE with the label ``inference.llmkube.dev/service`` is judged
   through that InferenceService, looked up in the Pod's own namespace (a label
   carries no namespace), by the same rule; an InferenceService the operator has
-  not seen is denied. Its ``inference.llmkube.dev/model`` label is judged too. A
-  Pod with the model label only (LLMKube's prefetch Pods) is judged by it alone;
+  not seen is denied. Its ``inference.llmkube.dev/model`` label is judged too,
+  and it must run the verifier its Models' verdicts give
+  (:mod:`modelseal.operator.podverify`). A Pod with the model label only
+  (LLMKube's prefetch Pods) is judged by it alone. A Pod UPDATE that changes its
+  spec (an init container's or a container's image, an ephemeral container added
+  through ``pods/ephemeralcontainers``) is judged as a CREATE of the result;
 - a LoRAAdapter CREATE or UPDATE brings unattested weights (``spec.path``);
 - an UPDATE that leaves ``spec`` as it was (a label, a finalizer removed on
   delete) brings nothing new and is allowed, so a revoked Model never leaves an
@@ -29,11 +33,12 @@ operation) are allowed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 from modelseal.attest.verdict import Mode
+from modelseal.operator.admission.pod_binding import is_serving_pod, serving_placement
 from modelseal.operator.admission.served_weights import (
     ModelReference,
     ServedWeights,
@@ -41,7 +46,16 @@ from modelseal.operator.admission.served_weights import (
     inference_service_weights,
     lora_adapter_weights,
 )
+from modelseal.operator.admission.verdicts import (
+    MODEL_LABEL,
+    SERVICE_LABEL,
+    ModelVerdict,
+    ServiceLookup,
+    VerdictLookup,
+)
 from modelseal.operator.kube.names import is_subdomain
+from modelseal.operator.podverify.container import DEFAULT_IMAGE
+from modelseal.operator.podverify.pod_rules import pod_problems
 from modelseal.text import clip, printable
 
 __all__ = [
@@ -51,28 +65,15 @@ __all__ = [
     "AdmissionDecision",
     "ModelVerdict",
     "ServiceLookup",
+    "VerdictLookup",
     "decide",
     "review_response",
 ]
 
-MODEL_LABEL = "inference.llmkube.dev/model"
-SERVICE_LABEL = "inference.llmkube.dev/service"
 ALLOW_WEIGHT_PATHS_FLAG = "--allow-unattested-weight-paths"
 API_VERSION = "admission.k8s.io/v1"
 _MAX_MESSAGE = 1024  # the API server shows this to whoever created the object
 _LISTED = 3  # unattested weights named in a message; the rest are counted
-
-
-@dataclass(frozen=True)
-class ModelVerdict:
-    """What the reconciler last decided for a Model: at which generation, and why; ``uid`` is the
-    ``metadata.uid`` of the object judged, so a Model deleted and created again under the same name
-    is never answered with its predecessor's verdict."""
-
-    generation: int
-    admitted: bool
-    message: str
-    uid: str = ""
 
 
 @dataclass(frozen=True)
@@ -82,12 +83,6 @@ class AdmissionDecision:
     allowed: bool
     message: str = ""
     warnings: tuple[str, ...] = ()
-
-
-# (namespace, name) -> (the Model's current generation, the reconciler's latest verdict)
-VerdictLookup = Callable[[str, str], tuple[int, ModelVerdict | None] | None]
-# (namespace, name) -> what that InferenceService brings (None: the operator has not seen it)
-ServiceLookup = Callable[[str, str], ServedWeights | None]
 
 
 def _no_services(_namespace: str, _name: str) -> ServedWeights | None:
@@ -101,11 +96,13 @@ def _through(service: str, namespace: str, weights: ServedWeights) -> ServedWeig
         tuple(replace(m, field=f"{where} {m.field}") for m in weights.models),
         tuple(replace(p, field=f"{where} {p.field}") for p in weights.paths),
         tuple(f"{where}: {text}" for text in weights.malformed),
+        tuple(f"{where} {field}" for field in weights.remote_code),
     )
 
 
 def _pod(obj: Mapping[str, Any], namespace: str, services: ServiceLookup) -> ServedWeights | None:
-    labels = (obj.get("metadata") or {}).get("labels") or {}
+    meta = obj.get("metadata")
+    labels = (meta.get("labels") if isinstance(meta, Mapping) else None) or {}
     if not isinstance(labels, Mapping):
         return ServedWeights(malformed=("metadata.labels is not an object",))
     model, service = labels.get(MODEL_LABEL), labels.get(SERVICE_LABEL)
@@ -126,7 +123,7 @@ def _pod(obj: Mapping[str, Any], namespace: str, services: ServiceLookup) -> Ser
                    " the weights its Pods load cannot be judged")  # fmt: skip
         return replace(found, malformed=(unknown,))
     through = _through(str(service), namespace, brought)
-    return ServedWeights(found.models + through.models, through.paths, through.malformed)
+    return ServedWeights(found.models + through.models, through.paths, through.malformed, through.remote_code)
 
 
 def _brought(
@@ -134,7 +131,7 @@ def _brought(
 ) -> ServedWeights | None:
     """What the object brings into a serving Pod; None: the rule does not apply to it."""
     if kind == "Pod":
-        return _pod(obj, namespace, services) if operation == "CREATE" else None
+        return _pod(obj, namespace, services) if operation in ("CREATE", "UPDATE") else None
     if operation not in ("CREATE", "UPDATE"):
         return None
     if kind == "InferenceService":
@@ -171,6 +168,35 @@ def _cut(text: str) -> str:
     return text if len(text) <= _MAX_MESSAGE else clip(text, _MAX_MESSAGE - 32)  # never inside an escape
 
 
+def _remote_code(found: ServedWeights, lookup: VerdictLookup) -> list[str]:
+    """Why the main Model's code may not run (trust remote code asks for it), if it may not."""
+    main = next((m for m in found.models if m.field.endswith("spec.modelRef")), None)
+    known = lookup(main.namespace, main.name) if main is not None else None
+    verdict = known[1] if known is not None else None
+    if verdict is not None and verdict.admitted and verdict.loaded is not None and verdict.loaded.code:
+        return []
+    why = (
+        "runs the Model's Python code, and no attested file is code: stage the Model as a folder"
+        " (spec.files) whose .py files its attestation lists"
+    )
+    return [f"{field} {why}" for field in found.remote_code]
+
+
+def _verified(
+    obj: Mapping[str, Any], namespace: str, lookup: VerdictLookup, services: ServiceLookup,
+    allow_weight_paths: bool, image: str,
+) -> tuple[list[str], list[str]]:  # fmt: skip
+    """A serving Pod's verifier: (why it is wrong or missing, what is allowed with a warning)."""
+    placement = serving_placement(obj, namespace, services, lookup, allow_weight_paths=allow_weight_paths)
+    if placement is None:
+        return ["the Models this Pod serves cannot be told apart"], []
+    spec = obj.get("spec")
+    problems = list(placement.problems)
+    if placement.check and not problems:
+        problems = pod_problems(spec if isinstance(spec, Mapping) else {}, placement.check, image)
+    return problems, placement.warnings
+
+
 def decide(
     request: Mapping[str, Any],
     mode: Mode,
@@ -178,8 +204,10 @@ def decide(
     services: ServiceLookup = _no_services,
     *,
     allow_weight_paths: bool = False,
+    verifier_image: str = DEFAULT_IMAGE,
 ) -> AdmissionDecision:
-    """The decision for one AdmissionReview ``request`` (its ``request`` field)."""
+    """The decision for one AdmissionReview ``request`` (its ``request`` field); ``verifier_image``
+    is the image a serving Pod's ``modelseal-verify`` init container must run."""
     if mode is Mode.OFF:
         return AdmissionDecision(True)
     kind = str((request.get("kind") or {}).get("kind") or "")
@@ -196,9 +224,9 @@ def decide(
         return AdmissionDecision(True)
     reasons = [f"malformed: {printable(text)}" for text in found.malformed]
     reasons += [r for model in found.models if (r := _refusal(model, lookup)) is not None]
-    allowed_paths = ""
+    allowed = []
     if found.paths and allow_weight_paths:
-        allowed_paths = (
+        allowed.append(
             f"modelseal: unattested weights allowed by {ALLOW_WEIGHT_PATHS_FLAG}: {_listed(found.paths)}"
         )
     elif found.paths:
@@ -206,8 +234,14 @@ def decide(
             f"unattested weights: {_listed(found.paths)}: no Model's attestation covers them, so they are"
             f" refused unless the operator runs with {ALLOW_WEIGHT_PATHS_FLAG}"
         )
+    if found.remote_code and not reasons:
+        reasons += _remote_code(found, lookup)
+    if kind == "Pod" and is_serving_pod(obj) and not reasons:
+        problems, warned = _verified(obj, namespace, lookup, services, allow_weight_paths, verifier_image)
+        reasons += [printable(p) for p in problems]
+        allowed += [f"modelseal: allowed by {ALLOW_WEIGHT_PATHS_FLAG}: {printable(w)}" for w in warned]
     if not reasons:
-        return AdmissionDecision(True, warnings=(_cut(allowed_paths),) if allowed_paths else ())
+        return AdmissionDecision(True, warnings=tuple(_cut(w) for w in allowed))
     text = _cut("; ".join(reasons))
     if mode is Mode.ENFORCE:
         return AdmissionDecision(False, _cut(f"modelseal: {text}"))
@@ -221,6 +255,7 @@ def review_response(
     services: ServiceLookup = _no_services,
     *,
     allow_weight_paths: bool = False,
+    verifier_image: str = DEFAULT_IMAGE,
 ) -> dict[str, Any]:
     """The AdmissionReview to answer ``review`` with (a malformed review is denied in enforce)."""
     request = review.get("request") if isinstance(review, Mapping) else None
@@ -228,7 +263,14 @@ def review_response(
         decision = AdmissionDecision(mode is not Mode.ENFORCE, "modelseal: not an AdmissionReview request")
         uid = ""
     else:
-        decision = decide(request, mode, lookup, services, allow_weight_paths=allow_weight_paths)
+        decision = decide(
+            request,
+            mode,
+            lookup,
+            services,
+            allow_weight_paths=allow_weight_paths,
+            verifier_image=verifier_image,
+        )
         uid = request["uid"]
     response: dict[str, Any] = {"uid": uid, "allowed": decision.allowed}
     if not decision.allowed:

@@ -38,6 +38,10 @@ Weights no Model attests (:class:`WeightPath`):
   (any client may then load an adapter) (:mod:`modelseal.operator.admission.runtime_flags`);
 - a ``LoRAAdapter``'s ``spec.path`` (loaded into a running SGLang server).
 
+Remote code (``spec.sglangConfig.trustRemoteCode``, ``--trust-remote-code`` in the
+arguments) is noted apart (:attr:`ServedWeights.remote_code`): it is allowed only
+when the main Model's attested files include its Python modules.
+
 A field is judged whenever it is set, whatever ``enabled`` or ``runtime`` say:
 a gate that followed each switch as LLMKube reads it today would miss the one
 it reads differently tomorrow. A field of the wrong type, a list longer than
@@ -102,6 +106,8 @@ class ServedWeights:
     models: tuple[ModelReference, ...] = ()
     paths: tuple[WeightPath, ...] = ()
     malformed: tuple[str, ...] = ()
+    #: the fields that make the runtime run the main Model's Python code (trust remote code)
+    remote_code: tuple[str, ...] = ()
 
     def names(self, namespace: str) -> frozenset[str]:
         """The names of the Models in ``namespace`` this object uses."""
@@ -121,9 +127,12 @@ class _Reader:
         self.models: list[ModelReference] = []
         self.paths: list[WeightPath] = []
         self.malformed: list[str] = []
+        self.remote_code: list[str] = []
 
     def result(self) -> ServedWeights:
-        return ServedWeights(tuple(self.models), tuple(self.paths), tuple(self.malformed))
+        return ServedWeights(
+            tuple(self.models), tuple(self.paths), tuple(self.malformed), tuple(self.remote_code)
+        )
 
     def mapping(self, value: object, field: str) -> Mapping[str, Any]:
         if value is None:
@@ -176,6 +185,8 @@ class _Reader:
         for at, arg in self.items(value, field):
             if not isinstance(arg, str):
                 self.malformed.append(f"{at} is not a string")
+            elif arg.partition("=")[0].replace("_", "-") == "--trust-remote-code":
+                self.remote_code.append(at)
             elif (found := weight_flag(arg)) is not None:
                 self.paths.append(
                     WeightPath(at, _shown(arg), f"the runtime flag {found[0]} loads {found[1]}")
@@ -205,6 +216,11 @@ def _sglang(spec: Mapping[str, Any], r: _Reader) -> None:
         r.path(r.mapping(adapter, at).get("path"), f"{at}.path", "an SGLang LoRA adapter")
     for at, module in r.items(sglang.get("loraModules"), "spec.sglangConfig.loraModules"):
         r.path(module, at, "an SGLang LoRA adapter (name=path)")
+    trust = sglang.get("trustRemoteCode")
+    if trust is not None and not isinstance(trust, bool):
+        r.malformed.append("spec.sglangConfig.trustRemoteCode is not a boolean")
+    elif trust:
+        r.remote_code.append("spec.sglangConfig.trustRemoteCode")
     speculative = r.mapping(sglang.get("speculative"), "spec.sglangConfig.speculative")
     r.path(speculative.get("draftModelPath"), "spec.sglangConfig.speculative.draftModelPath",
            "an SGLang draft model")  # fmt: skip

@@ -1,9 +1,11 @@
 """The validating admission webhook, served by the operator over HTTPS.
 
-Three paths, ``/validate-pods``, ``/validate-inferenceservices`` and
+Three validating paths, ``/validate-pods``, ``/validate-inferenceservices`` and
 ``/validate-loraadapters``, answer AdmissionReviews from the verdicts the
 reconciler keeps in memory and the InferenceServices it watched (see
-:mod:`modelseal.operator.admission.decision`): no API call per request. The
+:mod:`modelseal.operator.admission.decision`), and one mutating path,
+``/mutate-pods``, gives a serving Pod the init container that checks its model
+files (:mod:`modelseal.operator.podverify.mutation`): no API call per request. The
 server (:mod:`modelseal.operator.admission.webhook_server`) gives every request
 a deadline and holds a bounded number of connections. The certificate comes
 from files (cert-manager's Secret, mounted; read again when the files change)
@@ -31,12 +33,15 @@ from cryptography.x509.oid import NameOID
 from modelseal.attest.verdict import Mode
 from modelseal.operator.admission.decision import ServiceLookup, VerdictLookup, review_response
 from modelseal.operator.admission.webhook_server import WebhookServer
+from modelseal.operator.podverify.container import DEFAULT_IMAGE
+from modelseal.operator.podverify.mutation import PATH as MUTATE_PODS
+from modelseal.operator.podverify.mutation import mutation_response
 from modelseal.operator.settings import WebhookSettings
 
 __all__ = ["PATHS", "make_self_signed", "serve"]
 
 _logger = logging.getLogger(__name__)
-PATHS = ("validate-pods", "validate-inferenceservices", "validate-loraadapters")
+PATHS = ("validate-pods", "validate-inferenceservices", "validate-loraadapters", MUTATE_PODS)
 SELF_SIGNED_DAYS = 365
 
 
@@ -95,13 +100,14 @@ async def serve(
     services: ServiceLookup | None = None,
     *,
     allow_weight_paths: bool = False,
+    verifier_image: str = DEFAULT_IMAGE,
     on_listening: Callable[[], None] | None = None,
 ) -> None:
     """Serve the webhook until cancelled.
 
     ``services`` finds a Pod's InferenceService (None: none is known, so a Pod labelled
     with one is denied in enforce mode); ``allow_weight_paths`` is
-    ``--allow-unattested-weight-paths``.
+    ``--allow-unattested-weight-paths``; ``verifier_image`` is ``--verifier-image``.
 
     Raises:
         OSError: the address cannot be bound.
@@ -114,9 +120,11 @@ async def serve(
     def answer(review: Any, webhook: str) -> dict[str, Any]:
         if webhook not in PATHS:  # the API server calls only the registered paths: refuse the rest
             return review_response(review, Mode.ENFORCE, unknown, unknown)
-        return review_response(
-            review, mode(), lookup, services or unknown, allow_weight_paths=allow_weight_paths
-        )
+        respond = mutation_response if webhook == MUTATE_PODS else review_response
+        return respond(
+            review, mode(), lookup, services or unknown, allow_weight_paths=allow_weight_paths,
+            verifier_image=verifier_image,
+        )  # fmt: skip
 
     server = WebhookServer(settings, *_certificate(settings), answer)
     try:

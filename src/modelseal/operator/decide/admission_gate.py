@@ -20,6 +20,7 @@ from modelseal.attest.verdict import Reason
 from modelseal.errors import Error, InputError
 from modelseal.operator.decide.attached_gate import REASON_VERIFYING_ATTACHED
 from modelseal.operator.decide.gate import REASON_REJECTED, REASON_VERIFIED, ConfigMapRead, GateOutcome
+from modelseal.operator.decide.loaded_files import LoadedFiles
 from modelseal.operator.decide.policy_source import configmap_admission_policy
 from modelseal.operator.settings import OperatorSettings
 from modelseal.operator.sources.attached_images import Lookup
@@ -88,4 +89,5 @@ def evaluate_by_policy(
                            verdict.reason, verdict)  # fmt: skip
     met = ", ".join(f"{printable(r.name)} by {r.attestation}" for r in result.requirements)
     message = f"{verdict.message}, attached to image {read.digest}: {met}"
-    return GateOutcome(mode, True, REASON_VERIFIED, message, Reason.ADMITTED, verdict)
+    bound = LoadedFiles(image=str(image))  # the pinned digest binds every file of the image
+    return GateOutcome(mode, True, REASON_VERIFIED, message, Reason.ADMITTED, verdict, loaded=bound)

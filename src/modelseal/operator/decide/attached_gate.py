@@ -1,9 +1,10 @@
 """Admitting a Model by an attestation attached to its image, as a pure function.
 
-LLMKube refuses a Model without ``spec.attestation``. With
+The gate refuses a Model that references no attestation. With
 ``--discover-image-attestations``, or ``--publisher-signing-key-secret`` for
-the consumers of signed ``prefetchOCI`` results, a Model without
-``spec.attestation`` whose ``spec.source`` is an ``oci://`` image pinned by
+the consumers of signed ``prefetchOCI`` results, a Model referencing none (no
+annotation ``modelseal.dev/attestation``, no ``spec.attestation``) whose
+``spec.source`` is an ``oci://`` image pinned by
 digest is judged instead by the attestations attached to that image
 (:mod:`modelseal.operator.sources.attached_images` reads them): admitted when one is
 an in-toto Statement whose subject is the pinned manifest digest, signed as
@@ -38,9 +39,10 @@ from modelseal.operator.decide.gate import (
     RefusedError,
     configmap_keys,
     operator_policy,
-    referenced_configmap,
     trusted_keyring,
 )
+from modelseal.operator.decide.loaded_files import LoadedFiles
+from modelseal.operator.decide.reference import attestation_reference
 from modelseal.operator.decide.verdict_cache import VerdictCache, cached_evaluate
 from modelseal.operator.settings import OperatorSettings
 from modelseal.operator.sources.attached_images import Lookup
@@ -52,10 +54,14 @@ __all__ = ["REASON_VERIFYING_ATTACHED", "discovered_image", "evaluate_attached",
 REASON_VERIFYING_ATTACHED = "VerifyingImageAttestations"
 
 
-def discovered_image(spec: Mapping[str, Any], settings: OperatorSettings) -> ImageReference | None:
-    """The pinned image of a Model judged by what is attached to it; None for every other Model."""
+def discovered_image(
+    spec: Mapping[str, Any], settings: OperatorSettings, annotations: Mapping[str, Any] | None = None
+) -> ImageReference | None:
+    """The pinned image of a Model judged by what is attached to it (one that references no
+    attestation: neither the annotation nor ``spec.attestation``); None for every other Model."""
     source = spec.get("source")
-    if not settings.discovers or referenced_configmap(spec) is not None:
+    referenced = attestation_reference({"metadata": {"annotations": annotations}, "spec": spec})
+    if not settings.discovers or referenced is not None:
         return None
     if not isinstance(source, str) or not source.startswith("oci://"):
         return None
@@ -138,4 +144,5 @@ def evaluate_attached(
     )
     if result.policy == by_publisher:
         message += "; signed by the prefetchOCI publisher's key"
-    return GateOutcome(mode, True, REASON_VERIFIED, message, Reason.ADMITTED, verdict)
+    bound = LoadedFiles(image=str(image))  # the pinned digest binds every file of the image
+    return GateOutcome(mode, True, REASON_VERIFIED, message, Reason.ADMITTED, verdict, loaded=bound)

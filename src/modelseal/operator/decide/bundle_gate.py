@@ -10,10 +10,11 @@ against the trust root ``sigstore`` ships or the policy's ``trustedRoot``.
   the image digest of an ``oci://`` source pinned by digest, exactly as a bare
   DSSE envelope is.
 - An OMS signature binds files, not ``spec.sha256``: see
-  :mod:`modelseal.operator.sources.signed_files` for the two bindings the operator
-  can check. Anything else (a tag, several files from a download source, no
-  ``spec.sha256``) is refused: a signature whose files were not bound to the
-  bytes served admits nothing.
+  :mod:`modelseal.operator.sources.signed_files` for how the operator binds them
+  (an image's files compared with the signed ones; a download source's files given
+  their signed digests, which the serving Pod's verifier checks). A tag, or a
+  one-file download source without ``spec.sha256``, is refused: a signature whose
+  files are not bound to the bytes served admits nothing.
 
 Verdicts are cached as envelopes' are (:func:`modelseal.operator.decide.verdict_cache.cached_verdict`),
 and a bundle over the envelope cap is refused before any check.
@@ -64,12 +65,8 @@ def _binding(data: bytes, spec: Mapping[str, Any]) -> tuple[SignedFiles | None, 
                 " so the files served could change after they were compared: pin it with @sha256:"
             )
         return signed, IMAGE_COMPARED
-    if spec.get("files") or spec.get("mmproj"):
-        raise _refuse(
-            "an OpenSSF Model Signing signature is bound through spec.sha256 only for a single-file"
-            " source, and this Model stages spec.files or spec.mmproj; publish the files as an oci://"
-            " image pinned by digest instead"
-        )
+    if spec.get("files") or spec.get("mmproj"):  # each staged file is bound to its signed digest
+        return None, "its files are bound to the signed digests in the serving Pod"
     sha = spec.get("sha256")
     if not isinstance(sha, str) or not sha:
         raise _refuse("an OpenSSF Model Signing signature needs spec.sha256 to bind a download source")

@@ -40,10 +40,11 @@ class Judgement:
     source: SourceCheck | None = None
     publication: Publication | None = None
 
-    def verdict(self, generation: int, uid: str = "") -> ModelVerdict:
+    def verdict(self, generation: int, uid: str = "", basis: str | None = None) -> ModelVerdict:
         """What the admission webhook is told: admitted when the attestation is, and the
         source check neither refuses nor is still running (a tag only warns); for an OMS
-        signature, the source check found its files served.
+        signature, the source check found its files served. It carries the files the runtime
+        loads with their attested digests (``basis``: the attestation annotation judged).
 
         The message quotes what the attestation and the registry said: it is kept escaped,
         since webhook denials and eviction Events show it."""
@@ -62,7 +63,8 @@ class Judgement:
             )
         elif source is not None and not source.verified and source.reason != REASON_NOT_PINNED:
             admitted, message = False, source.message
-        return ModelVerdict(generation, admitted, printable(message), uid)
+        loaded = self.outcome.loaded if admitted and self.outcome is not None else None
+        return ModelVerdict(generation, admitted, printable(message), uid, loaded, basis)
 
     def summary(self) -> str:
         """One line for the log."""

