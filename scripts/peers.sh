@@ -150,7 +150,12 @@ case "${1:-}" in
   path)
     [ $# -eq 2 ] && [ -n "${BINARY[$2]:-}" ] || die "usage: $0 path oras|cosign|modelspec|modctl|kit"
     bin=$(binary_path "$2")
-    [ -x "$bin" ] || die "$2 is not built ($bin): run bash scripts/peers.sh all (scripts/test.sh does, before pytest)"
+    if [ ! -x "$bin" ] && [ -z "$SOURCES" ]; then
+      # built from an archive (MODELSEAL_PEER_SOURCES was set then, not now): the newest such build
+      bin=$(ls -td "$CACHE/$2-${RELEASE[$2]}"-*/bin/"${BINARY[$2]}" 2>/dev/null | head -n 1)
+    fi
+    [ -n "$bin" ] && [ -x "$bin" ] \
+      || die "$2 is not built ($(binary_path "$2")): run bash scripts/peers.sh all (scripts/test.sh does, before pytest)"
     echo "$bin"
     ;;
   *) die "usage: $0 oras|cosign|modelspec|modctl|kit|all|path NAME" ;;
