@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 from modelseal.attest.verdict import Mode
-from modelseal.operator.admission.served_weights import ServedWeights, inference_service_weights
 from modelseal.operator.admission.verdicts import ModelVerdict
 from modelseal.operator.decide.loaded_files import LoadedFile, LoadedFiles
 from modelseal.operator.podverify.container import NAME
@@ -16,6 +15,7 @@ from tests.operator.podverify.shapes import (
     IMAGE,
     cache_key,
     cached_pod,
+    lookups,
     mutated,
     pvc_pod,
     review,
@@ -42,14 +42,7 @@ SERVICES = {
 }
 
 
-def lookup(namespace: str, name: str) -> tuple[int, ModelVerdict | None] | None:
-    verdict = VERDICTS.get(name) if namespace == NS else None
-    return (1, verdict) if verdict is not None else None
-
-
-def services(namespace: str, name: str) -> ServedWeights | None:
-    spec = SERVICES.get(name) if namespace == NS else None
-    return inference_service_weights({"spec": spec}, namespace) if spec is not None else None
+lookup, services = lookups(NS, VERDICTS, SERVICES)
 
 
 def verifier(pod: dict[str, Any]) -> dict[str, Any]:
