@@ -21,6 +21,7 @@ from modelseal.attest.verdict import Reason
 from modelseal.operator.decide.gate import ConfigMapRead, GateOutcome, evaluate_gate
 from modelseal.operator.decide.loaded_files import LoadedFile, LoadedFiles
 from modelseal.operator.decide.reference import ANNOTATION
+from tests.attest.helpers import folder_report as signed_folder_report
 from tests.attest.helpers import signed_statement
 from tests.conftest import FIXTURE_NOW, FIXTURE_SHA256, socair_envelope
 from tests.operator.decide.test_gate import ENFORCE, KEYS, envelope_cm
@@ -44,17 +45,7 @@ def gate(spec: dict[str, Any], envelope: bytes, keys: ConfigMapRead = KEYS) -> G
 
 def folder_report(files: dict[str, bytes], tamper: bool = False) -> bytes:
     """A Socair socair.modeldir/v1 report of ``files``, signed by KEY."""
-    listed = sorted((FileDigest(p, hashlib.sha256(d).hexdigest(), len(d)) for p, d in files.items()),
-                    key=lambda f: f.path)  # fmt: skip
-    digest = manifest_digest(listed)
-
-    def mutate(report: dict[str, Any]) -> None:
-        report["artifact"].update(sha256=digest, file_name="model", format="model directory", files=[
-            {"path": f.path, "sha256": f.sha256, "size_bytes": f.size + (1 if tamper else 0), "role": "weights"}
-            for f in listed])  # fmt: skip
-        report["verification"]["artifact_sha256"] = digest
-
-    return signed_statement(KEY, mutate, subjects=[("model", digest)])
+    return signed_folder_report(KEY, files, tamper)
 
 
 @pytest.mark.parametrize(
