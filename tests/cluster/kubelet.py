@@ -19,8 +19,9 @@ for its image and the Pod's volumes (:mod:`tests.cluster.sandbox`):
   ``mountPath`` (``subPath`` honoured), read-only where ``readOnly`` is set. ``fsGroup`` is applied
   as the kubelet applies it to a volume it mounts (group owner, group read-write, setgid folders).
 - **Security context.** ``runAsUser``/``runAsGroup`` (the container's, else the Pod's, else the
-  image's user; a user given without a group runs in group 0 unless it is the image's user, as
-  containerd does), ``fsGroup`` and ``supplementalGroups`` as extra groups, the capability
+  image's user and group; a user given without a group runs in the group the image's
+  /etc/passwd gives it, else 0, as containerd does), ``fsGroup`` and ``supplementalGroups`` as
+  extra groups, the capability
   bounding set (containerd's defaults, ``drop``, ``add``), ``no_new_privs`` where
   ``allowPrivilegeEscalation`` is false, a read-only root where ``readOnlyRootFilesystem`` is set.
   Not played: seccomp and AppArmor profiles, resource limits, service links, ``fieldRef`` and
@@ -40,15 +41,16 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import dataclasses
 import json
 import os
 import re
+import stat
 import subprocess
 import sys
 import tempfile
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -73,9 +75,10 @@ Sources = dict[tuple[str, str], dict[str, str]]
 _SETUP = threading.Lock()  # Pods started at once (threads) set their shared claim up one at a time
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Image:
-    """What stands for an image on this machine."""
+    """What stands for an image on this machine: its user and group, and ``passwd``, the groups
+    its /etc/passwd gives users by uid (where containerd finds the group of a ``runAsUser``)."""
 
     user: int
     group: int
@@ -83,18 +86,20 @@ class Image:
     entrypoint: tuple[str, ...] = ()
     workdir: str = "/"
     folders: tuple[str, ...] = _SYSTEM
+    passwd: Mapping[int, int] = dataclasses.field(default_factory=dict)
 
 
 def curl_image() -> Image:
     """LLMKube's init image: ``curl_user`` (uid 101, gid 102, as LLMKube's notes give it); this
     machine's ``sh`` and ``curl``."""
     return Image(101, 102, {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
-                 ("/entrypoint.sh",), "/home/curl_user")  # fmt: skip
+                 ("/entrypoint.sh",), "/home/curl_user", passwd={0: 0, 101: 102})  # fmt: skip
 
 
 def verifier_image() -> Image:
-    """The operator's image (Dockerfile: USER 65532:65532, WORKDIR /tmp, ENTRYPOINT modelseal):
-    the virtual environment this test runs in, where ``modelseal`` is installed."""
+    """The operator's image (Dockerfile: USER 65532:65532, WORKDIR /tmp, ENTRYPOINT modelseal; its
+    /etc/passwd, python:slim's, has no user 65532): the virtual environment this test runs in,
+    where ``modelseal`` is installed."""
     venv = Path(sys.prefix)
     folders = (*_SYSTEM, str(venv), sys.base_prefix, str(ROOT / "src"))  # src: an editable install
     return Image(65532, 65532, {"PATH": f"{venv / 'bin'}:/usr/local/bin:/usr/bin:/bin"}, ("modelseal",),
@@ -113,15 +118,19 @@ def _tail(log: bytes) -> str:
 
 def _owned_by_group(folder: Path, group: int) -> None:
     """What the kubelet does to a volume for ``fsGroup``: group owner, group read-write, setgid
-    folders (a file another Pod's container removes meanwhile is passed over)."""
+    folders, each file changed only where it differs (as the kubelet skips a file already so; a
+    file another Pod's container removes meanwhile is passed over)."""
     with _SETUP:
         for path in [folder, *folder.rglob("*")]:
             with contextlib.suppress(FileNotFoundError):
-                if path.is_symlink():
+                st = path.lstat()
+                if stat.S_ISLNK(st.st_mode):
                     continue
-                os.chown(path, -1, group)
-                mode = path.stat().st_mode & 0o7777
-                os.chmod(path, mode | (0o2070 if path.is_dir() else 0o060))
+                want = st.st_mode & 0o7777 | (0o2070 if stat.S_ISDIR(st.st_mode) else 0o060)
+                if st.st_gid != group:
+                    os.chown(path, -1, group)
+                if st.st_mode & 0o7777 != want:
+                    os.chmod(path, want)
 
 
 def _sub_path(volume: Path, sub: Path) -> None:
@@ -139,8 +148,12 @@ def _sub_path(volume: Path, sub: Path) -> None:
 
 def _security(pod: Mapping[str, Any], container: Mapping[str, Any], image: Image) -> dict[str, Any]:
     psc, sc = pod["spec"].get("securityContext") or {}, container.get("securityContext") or {}
-    user = sc.get("runAsUser", psc.get("runAsUser", image.user))
-    group = sc.get("runAsGroup", psc.get("runAsGroup", image.group if user == image.user else 0))
+    user = sc.get("runAsUser", psc.get("runAsUser"))
+    given = sc.get("runAsGroup", psc.get("runAsGroup"))
+    if user is None:  # the image's user and group
+        user, group = image.user, image.group if given is None else given
+    else:  # containerd: the group /etc/passwd gives that uid, else 0
+        group = image.passwd.get(user, 0) if given is None else given
     assert not (sc.get("runAsNonRoot", psc.get("runAsNonRoot")) and user == 0), "runAsNonRoot with user 0"
     groups = [g for g in [psc.get("fsGroup"), *(psc.get("supplementalGroups") or [])] if g is not None]
     assert not sc.get("privileged"), "privileged containers are not played"
@@ -152,7 +165,7 @@ def _security(pod: Mapping[str, Any], container: Mapping[str, Any], image: Image
             "readOnlyRoot": sc.get("readOnlyRootFilesystem") is True}  # fmt: skip
 
 
-@dataclass
+@dataclasses.dataclass
 class Kubelet:
     """Runs Pods' init containers on this machine (see the module's text)."""
 

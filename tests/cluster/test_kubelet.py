@@ -56,6 +56,9 @@ def test_mounts_root_and_users_are_the_pods(kubelet: Kubelet) -> None:
     assert not Path("/models").exists() and not Path("/sub").exists()  # nothing made on this machine's root
     [image_user] = kubelet.run_init(_pod(_sh("who", "id -u; id -g; touch /tmp/yes && echo rw-root")), {})
     assert image_user.log.split("\n")[:2] == ["101", "102"] and "rw-root" in image_user.log
+    as_verifier = {"runAsUser": 65532}  # a uid the image's /etc/passwd does not name: group 0
+    [other] = kubelet.run_init(_pod(_sh("other", "id -u; id -g", securityContext=as_verifier)), {})
+    assert other.log.split("\n")[:2] == ["65532", "0"]
 
 
 def test_capabilities_network_and_env_are_the_containers(kubelet: Kubelet) -> None:

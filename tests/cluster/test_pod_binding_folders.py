@@ -14,7 +14,7 @@ import hashlib
 from typing import Any
 
 from modelseal.operator.podverify.container import NAME
-from tests.attest.helpers import file_report
+from tests.attest.helpers import file_report, folder_report
 from tests.cluster.binding import (
     BUCKET,
     KEY,
@@ -52,9 +52,8 @@ async def test_a_shard_missing_at_the_url_or_from_the_cache_is_named(bench: Benc
     ), ran
     bench.server.files[f"{BUCKET}/{SECOND}"] = SHARDS[SECOND]
     bench.cached(f"{folder}/{SECOND}").unlink()  # someone cleans the cache; the next start downloads it
-    ran = await bench.run(
-        pod, model_downloader=bench.cached(f"{folder}/{SECOND}").unlink
-    )  # and removes it again
+    removed = bench.cached(f"{folder}/{SECOND}").unlink  # and then removes it again
+    ran = await bench.run(pod, model_downloader=removed)
     assert f"Downloading model artifact {SECOND}" in ran[1].log
     assert ran[2].message == f"error: {folder}/{SECOND}: missing\n", ran
     shown = await bench.report(pod, ran)
@@ -84,6 +83,32 @@ async def test_an_extra_file_in_the_checked_folder_is_named_and_a_downloaders_le
     bench.cached(f"{folder}/modeling.py").unlink()
     ran = await bench.run(second, model_downloader=bench.cached(f"{folder}/x.gguf.tmp").touch)
     assert ran[2].message.startswith(f"error: {folder}/x.gguf.tmp: unexpected"), ran
+
+
+async def test_two_models_of_one_source_share_llmkubes_folder_and_each_refuses_the_others_file(
+    bench: Bench,
+) -> None:
+    """LLMKube v0.9.19 keys a folder Model's cache by its source alone, so two Models of one
+    repository in one namespace (two quantizations, say) are staged into one folder; each verifier
+    checks that folder ``--exact`` and refuses the other Model's file, so once both are staged
+    neither Pod starts (fail closed; see docs/security.md for the ways out). Pinned here so that
+    a change to either side is seen."""
+    quants = {"q4.gguf": b"four bits " * 30, "q8.gguf": b"eight bits " * 40}
+    bench.server.files.update({f"{BUCKET}/{n}": d for n, d in quants.items()})
+    await bench.start()
+    await bench.s3_secret()
+    pods = {}
+    for name, file in (("q4", "q4.gguf"), ("q8", "q8.gguf")):
+        await bench.model(name, folder_report(KEY, quants), source=S3_SOURCE, sourceSecretRef={"name": "s3"},
+                          files=[file])  # fmt: skip
+        [pods[name]] = await bench.serve(name, name)
+    folder = env(pods["q4"], "CACHE_DIR")
+    assert env(pods["q8"], "CACHE_DIR") == folder
+    assert codes(await bench.run(pods["q4"]))[NAME] == 0  # alone in the folder
+    ran = await bench.run(pods["q8"])
+    assert ran[2].message.startswith(f"error: {folder}/q4.gguf: unexpected (a file; {folder} must hold"), ran
+    again = await bench.run(pods["q4"])
+    assert again[2].message.startswith(f"error: {folder}/q8.gguf: unexpected"), again
 
 
 async def test_a_model_the_attestation_does_not_cover_is_refused_at_admission(bench: Bench) -> None:
