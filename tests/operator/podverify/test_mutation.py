@@ -170,9 +170,9 @@ def test_the_verifier_docs_show_is_the_one_the_mutation_adds() -> None:
         for m in doc_models()
         if m.where.startswith("docs/beside") and m.body["metadata"]["name"] == "qwen"
     ]
-    VERDICTS["qwen"] = ModelVerdict(
-        1, True, "admitted", loaded=LoadedFiles((LoadedFile("", qwen["spec"]["sha256"], "spec.source"),))
-    )
+    # the size the Socair report of that digest states (testdata/socair/authorized.dsse.json)
+    loaded = LoadedFiles((LoadedFile("", qwen["spec"]["sha256"], "spec.source", 77),))
+    VERDICTS["qwen"] = ModelVerdict(1, True, "admitted", loaded=loaded)
     SERVICES["qwen"] = {"modelRef": "qwen"}
     try:
         pod = mutated(
