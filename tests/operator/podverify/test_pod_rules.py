@@ -330,3 +330,29 @@ def test_an_ephemeral_container_writing_the_model_volume_is_refused() -> None:
     )
     after["spec"]["ephemeralContainers"][0]["volumeMounts"][0]["readOnly"] = True
     assert _update(before, after, "ephemeralcontainers").allowed
+
+
+def test_a_pod_labelled_into_a_service_after_its_creation_is_judged() -> None:
+    """The red team's attack: a Pod created without LLMKube's labels is never sent to the webhooks
+    (no verifier, any --model), then an UPDATE adds inference.llmkube.dev/service and it joins the
+    InferenceService's Service. The spec is unchanged, so the UPDATE was allowed as metadata only."""
+    unlabelled = cached_pod(NS, "svc", "one", SOURCE)
+    unlabelled["spec"]["containers"][0]["args"][1] = "/models/x/evil.gguf"
+    unlabelled["metadata"]["labels"] = {"app": "svc"}
+    labelled = copy.deepcopy(unlabelled)
+    labelled["metadata"]["labels"] = cached_pod(NS, "svc", "one", SOURCE)["metadata"]["labels"]
+    denied = _update(unlabelled, labelled)
+    assert not denied.allowed and f"the Pod has no {NAME} init container" in denied.message, denied.message
+    moved = good()  # verified for Model one through svc, then relabelled to serve Model draft
+    relabelled = copy.deepcopy(moved)
+    relabelled["metadata"]["labels"]["inference.llmkube.dev/model"] = "draft"
+    denied = _update(moved, relabelled)
+    assert not denied.allowed and "field args differs" in denied.message, denied.message
+    kept = copy.deepcopy(moved)
+    kept["metadata"]["labels"]["app"] = "other"  # no label the rule judges changed
+    kept["metadata"]["finalizers"] = ["x"]
+    assert _update(moved, kept).allowed
+    unlabelled_again = copy.deepcopy(moved)
+    del unlabelled_again["metadata"]["labels"]["inference.llmkube.dev/service"]
+    del unlabelled_again["metadata"]["labels"]["inference.llmkube.dev/model"]
+    assert _update(moved, unlabelled_again).allowed  # leaving the Service is no risk
