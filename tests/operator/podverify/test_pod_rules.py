@@ -356,3 +356,52 @@ def test_a_pod_labelled_into_a_service_after_its_creation_is_judged() -> None:
     del unlabelled_again["metadata"]["labels"]["inference.llmkube.dev/service"]
     del unlabelled_again["metadata"]["labels"]["inference.llmkube.dev/model"]
     assert _update(moved, unlabelled_again).allowed  # leaving the Service is no risk
+
+
+def _second_runtime(pod: Pod) -> None:
+    """A second llama-server beside the checked one, given no flag: envFrom sets LLAMA_ARG_HF_REPO."""
+    other = copy.deepcopy(pod["spec"]["containers"][0])
+    other.update(name="other", args=["--port", "9090"], envFrom=[{"configMapRef": {"name": "vars"}}])
+    pod["spec"]["containers"].append(other)
+
+
+def _runtime_env(name: str, value: str) -> Callable[[Pod], None]:
+    def add(pod: Pod) -> None:
+        pod["spec"]["containers"][0]["env"] = [{"name": name, "value": value}]
+
+    return add
+
+
+def _hook(pod: Pod) -> None:
+    """A postStart hook runs in the runtime's container as vLLM imports its modules."""
+    pod["spec"]["containers"][0]["lifecycle"] = {"postStart": {"exec": {"command": ["sh", "-c", "curl ..."]}}}
+
+
+def _exec_probe(pod: Pod) -> None:
+    pod["spec"]["containers"][0]["startupProbe"] = {"exec": {"command": ["sh", "-c", "curl ..."]}}
+
+
+@pytest.mark.parametrize(
+    ("tamper", "said"),
+    [
+        (_second_runtime, "container 'other' takes envFrom, which can set the runtime's weight and code variables"),
+        (_runtime_env("VLLM_ALLOW_RUNTIME_LORA_UPDATING", "true"),
+         "sets VLLM_ALLOW_RUNTIME_LORA_UPDATING: lets any client of the vLLM server load a LoRA adapter"),
+        (_runtime_env("LD_PRELOAD", "/models/x/evil.so"),
+         "sets LD_PRELOAD: the dynamic loader loads a library it names into the runtime"),
+        (_runtime_env("PYTHONPATH", "/models/x"), "sets PYTHONPATH: Python imports modules"),
+        (_hook, "container 'llama-server' runs a command (lifecycle.postStart.exec) in the serving container"),
+        (_exec_probe, "container 'llama-server' runs a command (startupProbe.exec) in the serving container"),
+    ],
+)  # fmt: skip
+def test_a_pod_that_loads_code_or_weights_beside_the_checked_runtime_is_refused(
+    tamper: Callable[[Pod], None], said: str
+) -> None:
+    """Red team 2: each was admitted on the previous commit (envFrom was counted only on the container
+    given --model, the Pod's env only for LLAMA_ARG_*, hooks and exec probes not at all)."""
+    pod = cached_pod(NS, "svc", "one", SOURCE)
+    tamper(pod)
+    decision = judge(mutated(pod, NS, lookup, services))
+    assert not decision.allowed and said in decision.message, decision.message
+    warned = judge(mutated(pod, NS, lookup, services, allow=True), allow_weight_paths=True)
+    assert warned.allowed and said in warned.warnings[0], warned

@@ -34,8 +34,10 @@ Weights no Model attests (:class:`WeightPath`):
 - ``spec.command`` (replaces the runtime's entrypoint) and an ``exec`` probe in
   ``spec.probeOverrides`` (a command in the serving container, as it loads);
 - weight-loading flags in ``spec.extraArgs`` or ``spec.args`` and llama.cpp's
-  ``LLAMA_ARG_*`` variables in ``spec.env``, and vLLM's ``VLLM_ALLOW_RUNTIME_LORA_UPDATING``
-  (any client may then load an adapter) (:mod:`modelseal.operator.admission.runtime_flags`);
+  ``LLAMA_ARG_*`` variables in ``spec.env``, vLLM's ``VLLM_ALLOW_RUNTIME_LORA_UPDATING``
+  (any client may then load an adapter), and the variables with which the
+  runtime loads code from a path (``LD_PRELOAD``, ``PYTHONPATH``, compiled-code
+  caches: :mod:`modelseal.operator.admission.runtime_flags`);
 - a ``LoRAAdapter``'s ``spec.path`` (loaded into a running SGLang server).
 
 Remote code (``spec.sglangConfig.trustRemoteCode``, ``--trust-remote-code`` in the
@@ -56,7 +58,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from modelseal.operator.admission.runtime_flags import RUNTIME_LOADING_ENV, WEIGHT_ENV, weight_flag
+from modelseal.operator.admission.runtime_flags import weight_flag, weight_variable
 from modelseal.operator.kube.names import is_subdomain
 from modelseal.text import printable
 
@@ -268,10 +270,9 @@ def _runtime(spec: Mapping[str, Any], r: _Reader) -> None:
     r.flags(spec.get("args"), "spec.args")
     for at, variable in r.items(spec.get("env"), "spec.env"):
         name = r.mapping(variable, at).get("name")
-        if isinstance(name, str) and name in WEIGHT_ENV:
-            r.paths.append(WeightPath(f"{at}", name, f"llama.cpp loads {WEIGHT_ENV[name]} from it"))
-        elif isinstance(name, str) and name in RUNTIME_LOADING_ENV:
-            r.paths.append(WeightPath(at, name, RUNTIME_LOADING_ENV[name]))
+        what = weight_variable(name) if isinstance(name, str) else None
+        if what is not None:
+            r.paths.append(WeightPath(at, str(name), what))
         elif not isinstance(name, str) and isinstance(variable, Mapping):
             r.malformed.append(f"{at}.name is not a string")
 

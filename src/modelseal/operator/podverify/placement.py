@@ -20,8 +20,11 @@ cannot be placed is refused, one line each:
   relative, not normalised (``..``), a repository id, or not on a volume (the
   verifier cannot see another container's own files);
 - a weight flag that names a file no Model attests (``--lora``, ``--hf-repo``,
-  another ``--mmproj``), a llama.cpp ``LLAMA_ARG_*`` variable or ``envFrom`` (which
-  can set them) on the runtime, a command modelseal cannot read (``sh -c``) -- all
+  another ``--mmproj``), a llama.cpp ``LLAMA_ARG_*`` variable, a variable with
+  which the runtime loads code from a path (``LD_PRELOAD``, ``PYTHONPATH``) or
+  ``envFrom`` (which can set them) on any container beside the runtime, a
+  command modelseal cannot read (``sh -c``), a command run in the serving
+  container besides it (a ``postStart`` hook, an ``exec`` probe) -- all
   allowed, with a warning, by ``--allow-unattested-weight-paths``, as the
   InferenceService's own fields are;
 - ``--trust-remote-code`` unless the Model is a folder whose Python modules are
@@ -41,7 +44,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from modelseal.operator.admission.runtime_flags import WEIGHT_ENV, weight_flag
+from modelseal.operator.admission.runtime_flags import weight_flag, weight_variable
 from modelseal.operator.decide.loaded_files import LoadedFiles
 from modelseal.operator.podverify.container import NAME, SERVICE_ACCOUNT_PATH, Check, Expectation
 from modelseal.text import one_line
@@ -256,6 +259,29 @@ class _Placer:
             self.expect(posixpath.join(base, f.path), f.sha256, f"Model {model.name} {f.field}")
 
 
+def _environment(container: Mapping[str, Any], name: str, placer: _Placer) -> None:
+    """What a container beside the runtime brings through its environment, and the commands it runs
+    in the serving container besides its own."""
+    for variable in _list(container.get("env")):
+        found = variable.get("name") if isinstance(variable, Mapping) else None
+        what = weight_variable(found) if isinstance(found, str) else None
+        if what is not None:
+            placer.unattested(f"container {name} sets {one_line(str(found), _SHOWN)}: {what}")
+    if container.get("envFrom"):
+        placer.unattested(
+            f"container {name} takes envFrom, which can set the runtime's weight and code variables"
+        )
+    lifecycle = container.get("lifecycle")
+    hooks = [h for h in ("postStart", "preStop")
+             if isinstance(lifecycle, Mapping) and isinstance(lifecycle.get(h), Mapping)
+             and lifecycle[h].get("exec") is not None]  # fmt: skip
+    probes = [p for p in ("startupProbe", "livenessProbe", "readinessProbe")
+              if isinstance(container.get(p), Mapping) and container[p].get("exec") is not None]  # fmt: skip
+    for hook in [f"lifecycle.{h}" for h in hooks] + probes:
+        placer.unattested(f"container {name} runs a command ({hook}.exec) in the serving container, beside"
+                          " the runtime, as it loads")  # fmt: skip
+
+
 def _one(values: Sequence[str], what: str, out: Placement) -> str | None:
     distinct = sorted(set(values))
     if len(distinct) > 1:
@@ -282,12 +308,7 @@ def place(
             placer.unattested(f"container {name} {flags.unreadable}")
         for text in flags.other:
             placer.unattested(f"container {name} loads {text}, which no Model attests")
-        for variable in _list(flags.container.get("env")):
-            if isinstance(variable, Mapping) and variable.get("name") in WEIGHT_ENV:
-                placer.unattested(f"container {name} sets {variable['name']}: llama.cpp loads"
-                                  f" {WEIGHT_ENV[str(variable['name'])]} from it")  # fmt: skip
-        if flags.model and flags.container.get("envFrom"):
-            placer.unattested(f"container {name} takes envFrom, which can set the runtime's weight variables")
+        _environment(flags.container, name, placer)
     loaders = [f for f in read if f.model]
     path = _one([p for f in loaders for p in f.model], "model", out)
     if path is None:
