@@ -173,6 +173,7 @@ def test_the_model_argument_is_what_gets_checked_wherever_it_points() -> None:
         (["-md", "/models/x/d.gguf"], "the draft '/models/x/d.gguf' is neither a draft Model"),
         (["--hf-repo", "org/evil"], "loads --hf-repo 'org/evil'"),
         (["--trust-remote-code"], "--trust-remote-code runs Model ml/one's Python code, and none is attested"),
+        (["--trust-remote"], "--trust-remote-code runs Model ml/one's Python code, and none is attested"),
     ],
 )  # fmt: skip
 def test_a_runtime_given_unchecked_weights_is_refused(extra: list[str], said: str) -> None:

@@ -19,7 +19,15 @@ prefix), not only as written.
 
 from __future__ import annotations
 
-__all__ = ["CODE_ENV", "RUNTIME_LOADING_ENV", "WEIGHT_ENV", "WEIGHT_FLAGS", "weight_flag", "weight_variable"]
+__all__ = [
+    "CODE_ENV",
+    "RUNTIME_LOADING_ENV",
+    "WEIGHT_ENV",
+    "WEIGHT_FLAGS",
+    "remote_code_flag",
+    "weight_flag",
+    "weight_variable",
+]
 
 #: flag -> what it loads; a flag matches as ``--flag value`` or ``--flag=value``
 WEIGHT_FLAGS: dict[str, str] = {
@@ -100,6 +108,14 @@ RUNTIME_LOADING_ENV: dict[str, str] = {
 }
 
 _LONG = sorted(f for f in WEIGHT_FLAGS if f.startswith("--"))
+
+
+def remote_code_flag(arg: str) -> bool:
+    """Whether ``arg`` turns on ``--trust-remote-code`` as vLLM and SGLang read it: underscores for
+    dashes, and any prefix of it argparse would take (``--trust-remote``; a shorter one that is
+    ambiguous makes argparse exit, so counting it refuses nothing that would run)."""
+    flag = arg.partition("=")[0].replace("_", "-")
+    return len(flag) > len("--tr") and "--trust-remote-code".startswith(flag)
 
 
 def weight_variable(name: str) -> str | None:

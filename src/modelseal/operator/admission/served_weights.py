@@ -61,7 +61,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from modelseal.operator.admission.arg_expansion import environment, expand, hidden_flag
-from modelseal.operator.admission.runtime_flags import weight_flag, weight_variable
+from modelseal.operator.admission.runtime_flags import remote_code_flag, weight_flag, weight_variable
 from modelseal.operator.kube.names import is_subdomain
 from modelseal.text import printable
 
@@ -199,7 +199,7 @@ class _Reader:
             passed = expand(arg, variables)
             if hidden_flag(passed):
                 self.paths.append(WeightPath(at, _shown(arg), _HIDDEN))
-            elif passed.partition("=")[0].replace("_", "-") == "--trust-remote-code":
+            elif remote_code_flag(passed):
                 self.remote_code.append(at)
             elif (found := weight_flag(passed)) is not None:
                 self.paths.append(

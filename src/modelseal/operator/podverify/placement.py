@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from modelseal.operator.admission.arg_expansion import environment, expand, hidden_flag
-from modelseal.operator.admission.runtime_flags import weight_flag, weight_variable
+from modelseal.operator.admission.runtime_flags import remote_code_flag, weight_flag, weight_variable
 from modelseal.operator.decide.loaded_files import LoadedFiles
 from modelseal.operator.podverify.container import NAME, SERVICE_ACCOUNT_PATH, Check, Expectation
 from modelseal.text import one_line
@@ -135,7 +135,7 @@ def _read_flags(container: Mapping[str, Any]) -> _Flags:
     flags = _Flags(container)
     tokens = _tokens(container, flags)
     for i, token in enumerate(tokens):
-        if token.replace("_", "-") == "--trust-remote-code":
+        if remote_code_flag(token):
             flags.remote_code = True
         found = weight_flag(token)
         if found is None:
