@@ -239,7 +239,12 @@ def test_a_subpath_and_a_mount_nested_in_the_models_are_seen_by_the_verifier_too
     }
     pod["spec"]["containers"][0]["volumeMounts"].append(nested)
     pod = mutated(pod, NS, lookup, services)
-    assert verifier(pod)["volumeMounts"] == [nested]  # the file is seen through the nested mount only
+    # the file is seen through the nested mount; the one above it is the verifier's too (a writer of
+    # a folder above could move the mount point), in the runtime's order
+    assert verifier(pod)["volumeMounts"] == [
+        {"name": "model-cache", "mountPath": "/models", "readOnly": True},
+        nested,
+    ]
     assert judge(pod).allowed
 
 
@@ -457,3 +462,73 @@ def test_the_model_path_is_the_expanded_one_and_the_verifier_is_given_it_literal
     assert (
         verifier(dollar)["args"][-1] == f"/models/{cache_key(SOURCE)}/$$(X).gguf"
     )  # so verify-files gets $(X)
+
+
+def _filled(pod: Pod, volume: str = "scratch") -> None:
+    """An emptyDir an init container before the verifier fills with the attacker's bytes."""
+    pod["spec"]["volumes"].append({"name": volume, "emptyDir": {}})
+    pod["spec"]["initContainers"].insert(0, {"name": "fill", "image": CURL, "command": ["sh", "-c", "curl ..."],
+                                             "volumeMounts": [{"name": volume, "mountPath": "/s"}]})  # fmt: skip
+
+
+def _second_loader(pod: Pod) -> None:
+    """A second llama-server given the same --model, but with the filled emptyDir at /models."""
+    _filled(pod)
+    other = copy.deepcopy(pod["spec"]["containers"][0])
+    other.update(name="other", volumeMounts=[{"name": "scratch", "mountPath": "/models", "readOnly": True}])
+    pod["spec"]["containers"].append(other)
+
+
+def _alias_mount(where: str, first: bool = False) -> Callable[[Pod], None]:
+    """The filled emptyDir mounted where the container runtime resolves it to /models: the runtime
+    sees whichever it mounts last; the verifier was given /models only."""
+
+    def add(pod: Pod) -> None:
+        _filled(pod)
+        mounts = pod["spec"]["containers"][0]["volumeMounts"]
+        mounts.insert(0 if first else len(mounts), {"name": "scratch", "mountPath": where, "readOnly": True})
+
+    return add
+
+
+def _ancestor(pod: Pod) -> None:
+    """The cache's folder mounted by subPath under an emptyDir a regular container writes: it can
+    rename the folder (mount point and all) and put a symlink in its place once the runtime starts."""
+    _filled(pod)
+    key = cache_key(SOURCE)
+    pod["spec"]["containers"][0]["volumeMounts"] = [
+        {"name": "scratch", "mountPath": "/models", "readOnly": True},
+        {"name": "model-cache", "mountPath": f"/models/{key}", "subPath": key, "readOnly": True},
+    ]
+    pod["spec"]["containers"].append({"name": "swapper", "image": CURL,
+                                      "volumeMounts": [{"name": "scratch", "mountPath": "/s"}]})  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("tamper", "said"),
+    [
+        (_second_loader, "2 containers ('llama-server', 'other') are given weight paths"),
+        (_alias_mount("//models"), "container 'llama-server' mounts two volumes at '/models'"),
+        (_alias_mount("/./models"), "container 'llama-server' mounts two volumes at '/models'"),
+        (_alias_mount("/models/", first=True), "container 'llama-server' mounts two volumes at '/models'"),
+        (_ancestor, "container 'swapper' mounts the model volume 'scratch' writable"),
+    ],
+)
+def test_a_runtime_that_sees_other_files_than_the_verifier_is_refused(
+    tamper: Callable[[Pod], None], said: str
+) -> None:
+    """Red team 2: each was admitted on the previous commit. The verifier was placed under the mounts
+    of the first container given --model, compared mount paths as strings (the container runtime
+    cleans them), sorted them by path (the runtime's order decides which of two at one place wins),
+    and took no mount above the one covering the file."""
+    pod = cached_pod(NS, "svc", "one", SOURCE)
+    tamper(pod)
+    decision = judge(mutated(pod, NS, lookup, services))
+    assert not decision.allowed and said in decision.message, decision.message
+
+
+def test_a_model_path_with_two_leading_slashes_is_refused() -> None:
+    decision = judge(
+        _args("--model", f"//models/{cache_key(SOURCE)}/one.gguf", "--port", "8080", replace=True)
+    )
+    assert not decision.allowed and "is not an absolute, normalised path" in decision.message
