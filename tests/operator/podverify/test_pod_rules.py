@@ -532,3 +532,31 @@ def test_a_model_path_with_two_leading_slashes_is_refused() -> None:
         _args("--model", f"//models/{cache_key(SOURCE)}/one.gguf", "--port", "8080", replace=True)
     )
     assert not decision.allowed and "is not an absolute, normalised path" in decision.message
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        {"nfs": {"server": "nfs.example", "path": "/exports/llmkube-model-cache"}},
+        {
+            "csi": {
+                "driver": "nfs.csi.k8s.io",
+                "volumeAttributes": {"server": "nfs.example", "share": "/exports"},
+            }
+        },
+        {"iscsi": {"targetPortal": "10.0.0.1:3260", "iqn": "iqn.2001-04.com.example:cache", "lun": 0}},
+    ],
+)
+def test_storage_named_directly_and_written_beside_the_runtime_is_refused(source: dict[str, Any]) -> None:
+    """Red team 2: the NFS export (or CSI, iSCSI volume) behind the cache claim, mounted writable by a
+    sidecar under another name, could swap a file after the check; only a host path counted before."""
+    pod = good()
+    pod["spec"]["volumes"].append({"name": "backing", **source})
+    _sidecar(False, "backing")(pod)
+    decision = judge(pod)
+    assert not decision.allowed
+    assert "container 'swapper' mounts the model volume 'backing' writable" in decision.message
+    pod = good()
+    pod["spec"]["volumes"].append({"name": "scratch", "emptyDir": {}})
+    _sidecar(False, "scratch")(pod)
+    assert judge(pod).allowed  # the Pod's own scratch space reaches no claim

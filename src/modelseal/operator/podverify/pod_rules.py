@@ -18,8 +18,9 @@ verdicts and refuses a serving Pod when:
   load) or an ephemeral container (added to a running Pod) mounting it without
   ``readOnly``, or as a raw block device. A volume
   naming the same claim (or the same source) under another name counts as the
-  same volume, and so does every host path (a node's folder can be where a
-  claim's files are).
+  same volume, and so does every volume that names storage directly, not
+  through a claim (a host path, an NFS export, a CSI or iSCSI volume: any can
+  be where a claim's files are).
 
 What is left is outside the Pod: another Pod writing a shared cache claim
 between the check and the runtime's read (see docs/security.md). Pure: no I/O.
@@ -45,15 +46,26 @@ def _source(volume: Mapping[str, Any]) -> tuple[str, str]:
     return ("source", repr(sorted(rest.items(), key=lambda kv: kv[0])))
 
 
+#: volume sources that reach no storage a claim can be on: the Pod's own (emptyDir, an image, the
+#: API's objects) or a claim, compared by its name; any other (hostPath, nfs, csi, iscsi, ...) names
+#: storage directly, and can be where the model claim's files are
+_OWN_STORAGE = frozenset({"name", "emptyDir", "configMap", "secret", "projected", "downwardAPI", "image",
+                          "persistentVolumeClaim", "ephemeral"})  # fmt: skip
+
+
 def model_volumes(spec: Mapping[str, Any], check: Check) -> frozenset[str]:
     """The names of the volumes the verifier reads, of every volume with the same source, and of
-    every host path (a node's folder can hold any claim's files)."""
+    every volume that names storage directly (a node's folder, an NFS export, a CSI volume: any can
+    hold a claim's files)."""
     found = spec.get("volumes")
     volumes = [v for v in found if isinstance(v, Mapping)] if isinstance(found, list) else []
     read = {str(m.get("name")) for m in check.mounts}
     sources = {_source(v) for v in volumes if str(v.get("name")) in read}
-    return frozenset(str(v.get("name")) for v in volumes
-                     if str(v.get("name")) in read or _source(v) in sources or "hostPath" in v)  # fmt: skip
+    return frozenset(
+        str(v.get("name"))
+        for v in volumes
+        if str(v.get("name")) in read or _source(v) in sources or set(v) - _OWN_STORAGE
+    )
 
 
 def _first_difference(found: Mapping[str, Any], want: Mapping[str, Any]) -> str:
