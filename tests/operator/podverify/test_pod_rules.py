@@ -11,10 +11,11 @@ import pytest
 
 from modelseal.attest.verdict import Mode
 from modelseal.operator.admission.decision import AdmissionDecision, decide
+from modelseal.operator.admission.verdicts import ModelVerdict
 from modelseal.operator.decide.loaded_files import LoadedFile, LoadedFiles
 from modelseal.operator.podverify.container import NAME
 from tests.operator.podverify.shapes import CURL, IMAGE, cache_key, cached_pod, mutated, pvc_pod, review
-from tests.operator.podverify.test_mutation import FOLDER, NS, SOURCE, VERDICTS, A, lookup, services
+from tests.operator.podverify.test_mutation import FOLDER, NS, SERVICES, SOURCE, VERDICTS, A, lookup, services
 
 Pod = dict[str, Any]
 MODEL_PATH = f"/models/{cache_key(SOURCE)}/one.gguf"
@@ -560,3 +561,56 @@ def test_storage_named_directly_and_written_beside_the_runtime_is_refused(source
     pod["spec"]["volumes"].append({"name": "scratch", "emptyDir": {}})
     _sidecar(False, "scratch")(pod)
     assert judge(pod).allowed  # the Pod's own scratch space reaches no claim
+
+
+def _shared(field: str) -> Callable[[Pod], None]:
+    def share(pod: Pod) -> None:
+        pod["spec"][field] = True
+
+    return share
+
+
+def _privileged(pod: Pod) -> None:
+    pod["spec"]["containers"].append(
+        {"name": "agent", "image": CURL, "securityContext": {"privileged": True}}
+    )
+
+
+@pytest.mark.parametrize(
+    ("tamper", "said"),
+    [
+        (_shared("shareProcessNamespace"), "the Pod sets shareProcessNamespace: its other containers can reach the runtime's memory"),
+        (_shared("hostPID"), "the Pod sets hostPID"),
+        (_privileged, "container 'agent' is privileged: it can write the storage behind any volume on the node"),
+    ],
+)  # fmt: skip
+def test_a_container_that_can_reach_the_runtime_is_refused(tamper: Callable[[Pod], None], said: str) -> None:
+    """Red team 2: a sidecar sharing the runtime's process namespace writes /proc/PID/mem (busybox dd in
+    the curl image will do, where ptrace is not restricted: the runtime runs without capabilities), so
+    the weights it loaded change after the check; a privileged one can mount the node's disks. Both
+    were admitted, for a verified Model and for an image-bound one alike."""
+    pod = good()
+    tamper(pod)
+    decision = judge(pod)
+    assert not decision.allowed and said in decision.message, decision.message
+    image = "registry.example/m@sha256:" + "e" * 64
+    VERDICTS["image"] = ModelVerdict(1, True, "admitted", loaded=LoadedFiles(image=image))
+    SERVICES["image"] = {"modelRef": "image"}
+    try:
+        pod = cached_pod(NS, "image", "image", SOURCE)
+        pod["spec"]["initContainers"] = []
+        pod["spec"]["volumes"] = [{"name": "model-cache", "image": {"reference": image}}]
+        assert judge(pod).allowed
+        tamper(pod)
+        decision = judge(pod)
+        assert not decision.allowed and said in decision.message, decision.message
+    finally:
+        del VERDICTS["image"], SERVICES["image"]
+
+
+def test_the_runtime_itself_may_be_privileged() -> None:
+    """An InferenceService's spec.securityContext is the runtime's: privileged, it still loads what its
+    arguments name (the verifier checked)."""
+    pod = cached_pod(NS, "svc", "one", SOURCE)
+    pod["spec"]["containers"][0]["securityContext"] = {"privileged": True}
+    assert judge(mutated(pod, NS, lookup, services)).allowed

@@ -59,7 +59,7 @@ from modelseal.operator.admission.verdicts import (
 )
 from modelseal.operator.kube.names import is_subdomain
 from modelseal.operator.podverify.container import DEFAULT_IMAGE
-from modelseal.operator.podverify.pod_rules import pod_problems
+from modelseal.operator.podverify.pod_rules import pod_problems, process_problems
 from modelseal.text import clip, printable
 
 __all__ = [
@@ -196,8 +196,11 @@ def _verified(
         return ["the Models this Pod serves cannot be told apart"], []
     spec = obj.get("spec")
     problems = list(placement.problems)
+    spec = spec if isinstance(spec, Mapping) else {}
     if placement.check and not problems:
-        problems = pod_problems(spec if isinstance(spec, Mapping) else {}, placement.check, image)
+        problems = pod_problems(spec, placement.check, image)
+    elif not problems:  # an image-bound Model: no file to check, but its runtime's memory still counts
+        problems = process_problems(spec, placement.check.runtime)
     return problems, placement.warnings
 
 

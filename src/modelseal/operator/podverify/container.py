@@ -69,6 +69,8 @@ class Check:
     exact: tuple[str, ...] = ()
     expect: tuple[Expectation, ...] = ()
     mounts: tuple[Mapping[str, Any], ...] = field(default_factory=tuple)
+    #: the container given the model's path (the runtime), whose own privileges load nothing else
+    runtime: str = ""
 
     def __bool__(self) -> bool:
         return bool(self.expect)

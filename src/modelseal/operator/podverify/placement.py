@@ -417,5 +417,6 @@ def place(
     if mmproj is not None and mmproj not in placer.files:
         out.problems.append(f"--mmproj {_shown(mmproj)} is not one of Model {main.name}'s attested files")
     out.check = Check(tuple(sorted(set(placer.exact))), tuple(placer.files.values()),
-                      tuple(placer.mounts[i] for i in sorted(placer.mounts)))  # fmt: skip
+                      tuple(placer.mounts[i] for i in sorted(placer.mounts)),
+                      str(container.container.get("name")))  # fmt: skip
     return out

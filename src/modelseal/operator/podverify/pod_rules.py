@@ -22,6 +22,12 @@ verdicts and refuses a serving Pod when:
   through a claim (a host path, an NFS export, a CSI or iSCSI volume: any can
   be where a claim's files are).
 
+A privileged container other than the runtime counts as a writer of every
+volume (it can reach the node's disks), and a Pod that shares its process
+namespace (``shareProcessNamespace``, ``hostPID``) is refused: another container
+could then write the runtime's memory (``/proc/PID/mem``), the loaded weights
+among it, after the check.
+
 What is left is outside the Pod: another Pod writing a shared cache claim
 between the check and the runtime's read (see docs/security.md). Pure: no I/O.
 """
@@ -34,7 +40,7 @@ from typing import Any
 from modelseal.operator.podverify.container import NAME, Check, guarded, verifier_container
 from modelseal.text import printable
 
-__all__ = ["model_volumes", "pod_problems"]
+__all__ = ["model_volumes", "pod_problems", "process_problems"]
 
 
 def _source(volume: Mapping[str, Any]) -> tuple[str, str]:
@@ -130,4 +136,27 @@ def pod_problems(spec: Mapping[str, Any], check: Check, image: str) -> list[str]
             " the last regular init container"
         )
     problems += _writers(spec, model_volumes(spec, check), at[0])
+    return problems + process_problems(spec, check.runtime)
+
+
+def process_problems(spec: Mapping[str, Any], runtime: str) -> list[str]:
+    """What lets another container of a serving Pod change what its runtime (``runtime``, by name)
+    loaded, whatever volume it came from (an image volume too): a privileged container, or a
+    process namespace shared with the runtime (``/proc/PID/mem`` is writable by a process of the
+    same user where ptrace is not restricted)."""
+    problems = []
+    for container in [*_inits(spec), *_items(spec, "containers"), *_items(spec, "ephemeralContainers")]:
+        context = container.get("securityContext")
+        if container.get("name") in (runtime, NAME) or not isinstance(context, Mapping):
+            continue
+        if context.get("privileged") is True:
+            name = printable(str(container.get("name")))
+            problems.append(f"container {name!r} is privileged: it can write the storage behind any"
+                            " volume on the node, and reach the runtime")  # fmt: skip
+    shared = [f for f in ("shareProcessNamespace", "hostPID") if spec.get(f) is True]
+    if shared:
+        problems.append(
+            f"the Pod sets {shared[0]}: its other containers can reach the runtime's memory (and the"
+            " verifier's), and change the weights it loaded after the check"
+        )
     return problems
