@@ -384,6 +384,12 @@ def _hook(pod: Pod) -> None:
     pod["spec"]["containers"][0]["lifecycle"] = {"postStart": {"exec": {"command": ["sh", "-c", "curl ..."]}}}
 
 
+def _working_dir(pod: Pod) -> None:
+    """python3 -m sglang.launch_server puts its working folder first on sys.path: a torch.py planted on
+    the Model's claim there shadows the real one."""
+    pod["spec"]["containers"][0]["workingDir"] = "/model-source"
+
+
 def _exec_probe(pod: Pod) -> None:
     pod["spec"]["containers"][0]["startupProbe"] = {"exec": {"command": ["sh", "-c", "curl ..."]}}
 
@@ -399,6 +405,7 @@ def _exec_probe(pod: Pod) -> None:
         (_runtime_env("PYTHONPATH", "/models/x"), "sets PYTHONPATH: Python imports modules"),
         (_hook, "container 'llama-server' runs a command (lifecycle.postStart.exec) in the serving container"),
         (_exec_probe, "container 'llama-server' runs a command (startupProbe.exec) in the serving container"),
+        (_working_dir, "container 'llama-server' runs in '/model-source': Python run with -m"),
     ],
 )  # fmt: skip
 def test_a_pod_that_loads_code_or_weights_beside_the_checked_runtime_is_refused(

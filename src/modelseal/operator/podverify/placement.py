@@ -31,7 +31,8 @@ placed is refused, one line each:
 - a weight flag that names a file no Model attests (``--lora``, ``--hf-repo``,
   another ``--mmproj``), a llama.cpp ``LLAMA_ARG_*`` variable, a variable with
   which the runtime loads code from a path (``LD_PRELOAD``, ``PYTHONPATH``) or
-  ``envFrom`` (which can set them) on any container beside the runtime, a
+  ``envFrom`` (which can set them) or a ``workingDir`` (Python run with ``-m``
+  imports from it first) on any container beside the runtime, a
   command modelseal cannot read (``sh -c``), a command run in the serving
   container besides it (a ``postStart`` hook, an ``exec`` probe) -- all
   allowed, with a warning, by ``--allow-unattested-weight-paths``, as the
@@ -332,6 +333,11 @@ def _environment(container: Mapping[str, Any], name: str, placer: _Placer) -> No
         what = weight_variable(found) if isinstance(found, str) else None
         if what is not None:
             placer.unattested(f"container {name} sets {one_line(str(found), _SHOWN)}: {what}")
+    if container.get("workingDir"):
+        placer.unattested(
+            f"container {name} runs in {_shown(container.get('workingDir'))}: Python run with -m (SGLang's"
+            " launch_server) imports modules from its working folder before its own"
+        )
     if container.get("envFrom"):
         placer.unattested(
             f"container {name} takes envFrom, which can set the runtime's weight and code variables"
