@@ -577,6 +577,13 @@ def _shared(field: str) -> Callable[[Pod], None]:
     return share
 
 
+def _admin(pod: Pod) -> None:
+    """A sidecar that mounts the cache read-only, as allowed, but may remount it writable."""
+    pod["spec"]["containers"].append({"name": "agent", "image": CURL,
+                                      "securityContext": {"capabilities": {"add": ["SYS_ADMIN"]}},
+                                      "volumeMounts": [{"name": "model-cache", "mountPath": "/c", "readOnly": True}]})  # fmt: skip
+
+
 def _privileged(pod: Pod) -> None:
     pod["spec"]["containers"].append(
         {"name": "agent", "image": CURL, "securityContext": {"privileged": True}}
@@ -588,7 +595,8 @@ def _privileged(pod: Pod) -> None:
     [
         (_shared("shareProcessNamespace"), "the Pod sets shareProcessNamespace: its other containers can reach the runtime's memory"),
         (_shared("hostPID"), "the Pod sets hostPID"),
-        (_privileged, "container 'agent' is privileged: it can write the storage behind any volume on the node"),
+        (_privileged, "container 'agent' is privileged: it can remount a read-only volume writable"),
+        (_admin, "container 'agent' adds CAP_SYS_ADMIN: it can remount a read-only volume writable"),
     ],
 )  # fmt: skip
 def test_a_container_that_can_reach_the_runtime_is_refused(tamper: Callable[[Pod], None], said: str) -> None:

@@ -22,8 +22,9 @@ verdicts and refuses a serving Pod when:
   through a claim (a host path, an NFS export, a CSI or iSCSI volume: any can
   be where a claim's files are).
 
-A privileged container other than the runtime counts as a writer of every
-volume (it can reach the node's disks), and a Pod that shares its process
+A privileged container other than the runtime, or one that adds
+``CAP_SYS_ADMIN``, counts as a writer of every volume (it can remount a read-only
+mount writable, or reach the node's disks), and a Pod that shares its process
 namespace (``shareProcessNamespace``, ``hostPID``) is refused: another container
 could then write the runtime's memory (``/proc/PID/mem``), the loaded weights
 among it, after the check.
@@ -149,10 +150,18 @@ def process_problems(spec: Mapping[str, Any], runtime: str) -> list[str]:
         context = container.get("securityContext")
         if container.get("name") in (runtime, NAME) or not isinstance(context, Mapping):
             continue
-        if context.get("privileged") is True:
+        capabilities = context.get("capabilities")
+        added = capabilities.get("add") if isinstance(capabilities, Mapping) else None
+        admin = (
+            {str(c).upper().removeprefix("CAP_") for c in added} & {"SYS_ADMIN", "ALL"}
+            if isinstance(added, list)
+            else set()
+        )
+        if context.get("privileged") is True or admin:
             name = printable(str(container.get("name")))
-            problems.append(f"container {name!r} is privileged: it can write the storage behind any"
-                            " volume on the node, and reach the runtime")  # fmt: skip
+            how = "is privileged" if context.get("privileged") is True else "adds CAP_SYS_ADMIN"
+            problems.append(f"container {name!r} {how}: it can remount a read-only volume writable, write"
+                            " the storage behind any volume on the node, and reach the runtime")  # fmt: skip
     shared = [f for f in ("shareProcessNamespace", "hostPID") if spec.get(f) is True]
     if shared:
         problems.append(
