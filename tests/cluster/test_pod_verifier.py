@@ -358,3 +358,50 @@ async def test_a_running_pods_verifier_and_model_volume_cannot_be_changed_afterw
     allowed = await admin.request("PATCH", f"{path}/ephemeralcontainers", json=debug,
                                   headers={"Content-Type": "application/strategic-merge-patch+json"})  # fmt: skip
     assert allowed.status_code == 200, allowed.text
+
+
+def _aliased(where: str) -> Callable[[Pod], None]:
+    def alias(pod: Pod) -> None:
+        pod["spec"]["volumes"].append({"name": "scratch", "emptyDir": {}})
+        pod["spec"]["initContainers"].insert(0, {"name": "fill", "image": "busybox", "command": ["sh", "-c", "true"],
+                                                 "volumeMounts": [{"name": "scratch", "mountPath": "/s"}]})  # fmt: skip
+        pod["spec"]["containers"][0]["volumeMounts"].append(
+            {"name": "scratch", "mountPath": where, "readOnly": True}
+        )
+
+    return alias
+
+
+async def test_red_team_2_shapes_the_api_server_accepts_are_refused_by_the_webhooks(
+    admin: Kube, namespace: str, webhook: Webhook
+) -> None:
+    """Red team 2, on the real API server: each shape passes its own validation (the answer is the
+    webhook's 403, not a 422), and was admitted before. An emptyDir an init container fills mounted
+    at //models or /models/ beside the cache at /models (the container runtime cleans mount paths);
+    an InferenceService whose extraArgs the kubelet expands into a second --model; and a Pod made
+    without LLMKube's labels (never sent to the webhooks), labelled into the service afterwards."""
+    await _service(admin, namespace, "https")
+    for where in ("//models", "/models/"):
+        pod = _pod_for(namespace, "https")
+        _aliased(where)(pod)
+        r = await _create(admin, namespace, pod)
+        assert r.status_code == 403 and "mounts two volumes at '/models'" in r.json()["message"], r.text
+    expanded = inference_service(namespace, "expanded", "https", extraArgs=["$(A)", "/tmp/m.gguf"],
+                                 env=[{"name": "A", "value": "--model"}])  # fmt: skip
+    r = await admin.request("POST", f"/apis/{API}/namespaces/{namespace}/inferenceservices", json=expanded)
+    assert r.status_code == 403 and "the runtime flag --model loads the model to serve" in r.text, r.text
+    bare = _pod_for(namespace, "https")
+    labels = bare["metadata"]["labels"]
+    bare["metadata"]["labels"] = {"app": "https"}
+    bare["spec"]["containers"][0]["args"][1] = "/models/elsewhere/evil.gguf"
+    made = await admin.request("POST", f"/api/v1/namespaces/{namespace}/pods", json=bare)
+    assert made.status_code == 201, made.text
+    assert all(c["name"] != NAME for c in made.json()["spec"]["initContainers"])  # never sent to /mutate-pods
+    path = f"/api/v1/namespaces/{namespace}/pods/{made.json()['metadata']['name']}"
+    labelled = await admin.request("PATCH", path, json={"metadata": {"labels": labels}}, params={"dryRun": "All"},
+                                   headers={"Content-Type": "application/strategic-merge-patch+json"})  # fmt: skip
+    assert labelled.status_code == 403, labelled.text
+    assert f"the Pod has no {NAME} init container" in labelled.json()["message"]
+    other = await admin.request("PATCH", path, json={"metadata": {"labels": {"team": "a"}}}, params={"dryRun": "All"},
+                                headers={"Content-Type": "application/strategic-merge-patch+json"})  # fmt: skip
+    assert other.status_code == 200, other.text  # not sent: neither label is there, before or after

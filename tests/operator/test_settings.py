@@ -8,7 +8,12 @@ import pytest
 from modelseal.attest.verdict import Mode
 from modelseal.errors import UsageError
 from modelseal.operator.admission import webhook_limits
-from modelseal.operator.settings import OperatorSettings, parse_mode
+from modelseal.operator.settings import (
+    DEFAULT_VERIFIER_IMAGE,
+    OperatorSettings,
+    parse_mode,
+    verifier_image_warning,
+)
 from tests.cli.conftest import Run
 
 POLICIES = Path(__file__).resolve().parents[2] / "policies"
@@ -170,3 +175,23 @@ def test_the_verifier_image_is_the_operators_own_unless_told() -> None:
     for bad in ("", "a b"):
         with pytest.raises(UsageError, match="--verifier-image"):
             OperatorSettings.from_flags(mode="off", verifier_image=bad)
+
+
+@pytest.mark.parametrize(
+    ("image", "said"),
+    [
+        (
+            DEFAULT_VERIFIER_IMAGE,
+            "a name without a registry host is resolved by the node's container runtime",
+        ),
+        ("modelseal@sha256:" + "a" * 64, "a name without a registry host is resolved"),
+        ("ghcr.io/acme/modelseal:0.1.0", "is not pinned by digest: whoever can push that tag decides"),
+        ("ghcr.io/acme/modelseal:0.1.0\x1b[2K", "ghcr.io/acme/modelseal:0.1.0\\x1b[2K is not"),
+    ],
+)
+def test_a_verifier_image_others_can_repoint_is_warned_of(image: str, said: str) -> None:
+    """Red team 2: the default (and any tag) lets whoever can push it, or a registry a node's short-name
+    resolution searches first, decide what checks every serving Pod; the operator said nothing."""
+    warning = verifier_image_warning(image)
+    assert warning is not None and said in warning and "\x1b" not in warning, warning
+    assert verifier_image_warning("ghcr.io/acme/modelseal@sha256:" + "a" * 64) is None

@@ -172,10 +172,11 @@ def run_cmd(args: argparse.Namespace) -> int:
     try:
         import kopf
 
+        from modelseal.attest.verdict import Mode
         from modelseal.operator.handlers import build_registry, configure
         from modelseal.operator.metrics import OperatorMetrics
         from modelseal.operator.reconciler import Reconciler
-        from modelseal.operator.settings import OperatorSettings
+        from modelseal.operator.settings import OperatorSettings, verifier_image_warning
     except ImportError as e:  # an environment problem, not a usage one: exit 3
         raise OperationalError(
             f"the operator needs its extra ({e.name} is missing): {install_hint()}"
@@ -225,6 +226,9 @@ def run_cmd(args: argparse.Namespace) -> int:
         settings.model_status.value, "/".join(settings.publisher_signing or ()) or "off",
         settings.discover_image_attestations, settings.allow_unattested_weight_paths, settings.verifier_image,
     )  # fmt: skip
+    unpinned = verifier_image_warning(settings.verifier_image)
+    if unpinned is not None and settings.mode is Mode.ENFORCE:
+        logging.warning("%s", unpinned)
     metrics = OperatorMetrics()
     if args.metrics_port:
         try:

@@ -17,6 +17,8 @@ from modelseal.operator.admission import webhook_limits
 from modelseal.operator.decide.policy_source import parse_policy_flag
 from modelseal.operator.kube.names import parse_flag_ref
 from modelseal.operator.sources.source_image import RegistryAccess
+from modelseal.publish.registry.reference import parse_reference
+from modelseal.text import one_line
 
 __all__ = [
     "DEFAULT_PUBLISHER_IMAGE",
@@ -32,6 +34,7 @@ __all__ = [
     "parse_mode",
     "parse_signing_secret",
     "parse_trusted_keys",
+    "verifier_image_warning",
 ]
 
 GROUP = "inference.llmkube.dev"
@@ -311,6 +314,25 @@ def _image(text: str, flag: str = "--publisher-image") -> str:
     if not value or any(ch.isspace() for ch in value):
         raise UsageError(f"{flag} {text!r}: give an image reference, as in ghcr.io/org/modelseal:0.1.0")
     return value
+
+
+def verifier_image_warning(image: str) -> str | None:
+    """Why ``--verifier-image`` leaves what every serving Pod's verifier runs to someone else (None:
+    it is a registry host's image pinned by digest). A tag is what whoever can push it makes it;
+    a name without a registry host is resolved by the node's container runtime, which may search
+    several registries (short-name resolution) and take the first that has it."""
+    try:
+        pinned = parse_reference(image).digest is not None
+    except UsageError:
+        return (f"--verifier-image {one_line(image, 200)} is not registry/repository pinned by digest: a"
+                " name without a registry host is resolved by the node's container runtime (a short"
+                " name can be found on any registry it searches), a tag is what whoever can push"
+                " it makes it; give registry/repository@sha256:... (kustomize images: digest:)")  # fmt: skip
+    if pinned:
+        return None
+    return (f"--verifier-image {one_line(image, 200)} is not pinned by digest: whoever can push that tag"
+            " decides what every serving Pod's verifier runs; give registry/repository@sha256:..."
+            " (kustomize images: with digest:)")  # fmt: skip
 
 
 def _registry_access(config: str | None, ca_file: str | None, plain_http: tuple[str, ...]) -> RegistryAccess:

