@@ -29,8 +29,9 @@ for its image and the Pod's volumes (:mod:`tests.cluster.sandbox`):
 - **Env.** The image's, then ``HOSTNAME``, then ``envFrom`` (Secrets and ConfigMaps read from
   the API server, as the kubelet reads them: LLMKube's downloader takes an ``s3://`` Model's
   credentials and endpoint so), then ``env`` (a ``value``, or ``valueFrom`` a Secret's or a
-  ConfigMap's key), each value expanded with ``$(VAR)`` (``$$`` for ``$``) over the variables
-  before it, as the kubelet does; ``command`` and ``args`` expanded with all of them.
+  ConfigMap's key), each value expanded with ``$(VAR)`` (``$$`` for ``$``) over the declared
+  variables before it, as the kubelet does; ``command`` and ``args`` expanded with all the
+  declared ones (never the image's, nor ``HOSTNAME``, which the kubelet's map does not hold).
 - **Results.** The log is stdout and stderr together; a container that exits non-zero with
   ``terminationMessagePolicy: FallbackToLogsOnError`` gets the last 80 lines of it, at most
   2,048 bytes, as its termination message.
@@ -219,15 +220,16 @@ class Kubelet:
             )
         return out
 
-    def command(self, container: Mapping[str, Any], image: Image, env: Mapping[str, str]) -> list[str]:
-        """What runs: ``command`` + ``args`` (or the image's entrypoint + ``args``), expanded."""
-        argv = list(container.get("command") or image.entrypoint) + list(container.get("args") or [])
-        return [expand(a, env) for a in argv]
+    def command(self, container: Mapping[str, Any], image: Image, declared: Mapping[str, str]) -> list[str]:
+        """What runs: ``command`` (else the image's entrypoint) and ``args``, the container's own
+        expanded with the variables it declares (the kubelet's map: not the image's)."""
+        command = [expand(a, declared) for a in container.get("command") or []] or list(image.entrypoint)
+        return command + [expand(a, declared) for a in container.get("args") or []]
 
-    def environment(
-        self, pod: Mapping[str, Any], container: Mapping[str, Any], image: Image, sources: Sources
-    ) -> dict[str, str]:
-        env = {**image.env, "HOSTNAME": pod["metadata"]["name"]}
+    def environment(self, container: Mapping[str, Any], sources: Sources) -> dict[str, str]:
+        """The variables the container declares (``envFrom``, then ``env``), each ``value`` expanded
+        over those before it."""
+        env: dict[str, str] = {}
         for source in container.get("envFrom") or []:
             kind = "secretRef" if "secretRef" in source else "configMapRef"
             data = sources.get((kind, source[kind]["name"]))
@@ -275,12 +277,13 @@ class Kubelet:
     ) -> Ran:
         """Run one container to its end; its exit code, log and termination message."""
         image = self.images[container["image"]]
-        env = self.environment(pod, container, image, sources)
+        declared = self.environment(container, sources)
+        env = {**image.env, "HOSTNAME": pod["metadata"]["name"], **declared}
         place = Path(tempfile.mkdtemp(prefix=f"{container['name']}-", dir=self.folder / "runs"))
         (place / "root").mkdir()
         spec = {"root": str(place / "root"), "links": _LINKS, "image": list(image.folders),
                 "mounts": self._mounts(container, volumes), "workdir": container.get("workingDir") or image.workdir,
-                "argv": self.command(container, image, env), "env": env, **_security(pod, container, image)}  # fmt: skip
+                "argv": self.command(container, image, declared), "env": env, **_security(pod, container, image)}  # fmt: skip
         (place / "spec.json").write_text(json.dumps(spec))
         isolate = [] if container["name"] in self.network else ["--net"]
         started = now()

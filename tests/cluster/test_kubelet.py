@@ -70,16 +70,16 @@ def test_capabilities_network_and_env_are_the_containers(kubelet: Kubelet) -> No
     with file_server(files={"/f": b"served"}) as server:
         env = [{"name": "URL", "value": server.url}, {"name": "FILE", "value": "$(URL)/f"},
                {"name": "LITERAL", "value": "$$(URL)"}]  # fmt: skip
-        fetch = "curl -sf $0; echo; echo $LITERAL"
+        fetch = "curl -sf $0; echo; echo $LITERAL $1 $2"
         ran = kubelet.run_init(_pod(
             _sh("denied", "chown 7:7 /c || echo denied", ROOT_IMAGE, volumeMounts=mount, securityContext=drop),
             _sh("allowed", "chown 7:7 /c && echo allowed", ROOT_IMAGE, volumeMounts=mount, securityContext=add),
-            {**_sh("model-downloader", fetch), "args": ["$(FILE)"], "env": env},
+            {**_sh("model-downloader", fetch), "args": ["$(FILE)", "$(PATH)", "$(HOSTNAME)"], "env": env},
             {**_sh("isolated", "curl -sf $0 || echo unreachable $?"), "args": ["$(FILE)"], "env": env},
         ), {})  # fmt: skip
     assert [r.code for r in ran] == [0, 0, 0, 0], ran
     assert "denied" in ran[0].log and "allowed" in ran[1].log
-    assert ran[2].log == "served\n$(URL)\n", ran[2]
+    assert ran[2].log == "served\n$(URL) $(PATH) $(HOSTNAME)\n", ran[2]  # the image's are not the kubelet's
     assert ran[3].log.strip() == "unreachable 7"
 
 
