@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from modelseal.attest.digests.digest import FileDigest, manifest_digest
 from modelseal.attest.signing.private_keys import SigningKey
 from modelseal.attest.signing.sign import make_statement, sign_payload
 from tests.conftest import TESTDATA
@@ -41,6 +43,33 @@ def signed_statement(
         subjects = [(report["artifact"]["file_name"], report["artifact"]["sha256"])]
     payload = make_statement(subjects, predicate_type, report)
     return sign_payload(payload, signers or [key]).to_json()
+
+
+def file_report(key: SigningKey, name: str, data: bytes) -> bytes:
+    """A Socair report of the one file ``name`` holding ``data`` (its digest and size), signed by ``key``."""
+    digest = hashlib.sha256(data).hexdigest()
+
+    def mutate(report: dict[str, Any]) -> None:
+        report["artifact"].update(sha256=digest, file_name=name, name=name, size_bytes=len(data))
+        report["verification"]["artifact_sha256"] = digest
+
+    return signed_statement(key, mutate)
+
+
+def folder_report(key: SigningKey, files: dict[str, bytes], tamper: bool = False) -> bytes:
+    """A Socair ``socair.modeldir/v1`` report of ``files`` (path -> bytes), signed by ``key``;
+    ``tamper``: each listed size one more than the file's (the list no longer hashes to the digest)."""
+    listed = sorted((FileDigest(p, hashlib.sha256(d).hexdigest(), len(d)) for p, d in files.items()),
+                    key=lambda f: f.path)  # fmt: skip
+    digest = manifest_digest(listed)
+
+    def mutate(report: dict[str, Any]) -> None:
+        report["artifact"].update(sha256=digest, file_name="model", format="model directory", files=[
+            {"path": f.path, "sha256": f.sha256, "size_bytes": f.size + (1 if tamper else 0), "role": "weights"}
+            for f in listed])  # fmt: skip
+        report["verification"]["artifact_sha256"] = digest
+
+    return signed_statement(key, mutate, subjects=[("model", digest)])
 
 
 def hf_snapshot(tmp_path: Path) -> Path:

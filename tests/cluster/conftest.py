@@ -17,6 +17,7 @@ import httpx
 import pytest
 import yaml
 
+from tests.cluster.binding import Bench, open_bench
 from tests.cluster.control_plane import ROOT, ControlPlane, start_control_plane
 from tests.cluster.kube import Kube
 from tests.cluster.models import Models, reference_for
@@ -190,3 +191,13 @@ async def start_operator(deployed: Applied, admin: Kube, tmp_path: Path) -> Asyn
         await process.stop()
         # shown by pytest for a failed test only ("Captured stdout teardown")
         print(f"--- {process.log} (the end)\n{process.log_tail(8000)}")
+
+
+@pytest.fixture
+async def bench(
+    admin: Kube, control_plane: ControlPlane, deployed: Applied, namespace: str, start_operator: StartOperator,
+    tmp_path: Path,
+) -> AsyncIterator[Bench]:  # fmt: skip
+    """The kubelet-played scenarios' world (:mod:`tests.cluster.binding`) in the test's namespace."""
+    async for found in open_bench(admin, control_plane, deployed, namespace, start_operator, tmp_path):
+        yield found

@@ -137,7 +137,8 @@ async def test_the_reproducers_pod_checks_the_attested_digest_where_the_runtime_
     pod = await _serving(admin, namespace, kind)
     verifier = _verifier(pod)
     assert verifier["image"] == IMAGE and verifier["command"] == ["modelseal", "verify-files"]
-    assert verifier["args"] == ["--expect", FIXTURE_SHA256, _path(kind)]
+    # with the size the Socair report states (artifact.size_bytes: 77), checked before a byte is read
+    assert verifier["args"] == ["--expect", FIXTURE_SHA256, _path(kind), "--size", "77", _path(kind)]
     volume = "model-source" if kind == "pvc" else "model-cache"
     mount = "/model-source" if kind == "pvc" else "/models"
     # the ServiceAccount plugin may have mounted the Pod's token too (when it ran again after the
@@ -254,6 +255,7 @@ async def test_without_the_mutation_the_validating_webhook_refuses_a_missing_or_
     again = await _create(admin, namespace, as_made)
     assert again.status_code == 201, again.text  # the ServiceAccount plugin's token mount added to it
     for tamper, said in ((_set("args", ["--expect", "ab" * 32, _path("https")]), "field args differs"),
+                         (_set("args", ["--expect", FIXTURE_SHA256, _path("https")]), "field args differs"),  # no --size
                          (_set("image", "busybox"), "field image differs"),
                          (_set("command", ["sh", "-c", "exit 0"]), "field command differs"),
                          (_set("volumeMounts", [{"name": "model-cache", "mountPath": "/models"}]), "field volumeMounts differs"),

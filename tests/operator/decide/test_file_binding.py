@@ -21,6 +21,7 @@ from modelseal.attest.verdict import Reason
 from modelseal.operator.decide.gate import ConfigMapRead, GateOutcome, evaluate_gate
 from modelseal.operator.decide.loaded_files import LoadedFile, LoadedFiles
 from modelseal.operator.decide.reference import ANNOTATION
+from tests.attest.helpers import folder_report as signed_folder_report
 from tests.attest.helpers import signed_statement
 from tests.conftest import FIXTURE_NOW, FIXTURE_SHA256, socair_envelope
 from tests.operator.decide.test_gate import ENFORCE, KEYS, envelope_cm
@@ -44,17 +45,7 @@ def gate(spec: dict[str, Any], envelope: bytes, keys: ConfigMapRead = KEYS) -> G
 
 def folder_report(files: dict[str, bytes], tamper: bool = False) -> bytes:
     """A Socair socair.modeldir/v1 report of ``files``, signed by KEY."""
-    listed = sorted((FileDigest(p, hashlib.sha256(d).hexdigest(), len(d)) for p, d in files.items()),
-                    key=lambda f: f.path)  # fmt: skip
-    digest = manifest_digest(listed)
-
-    def mutate(report: dict[str, Any]) -> None:
-        report["artifact"].update(sha256=digest, file_name="model", format="model directory", files=[
-            {"path": f.path, "sha256": f.sha256, "size_bytes": f.size + (1 if tamper else 0), "role": "weights"}
-            for f in listed])  # fmt: skip
-        report["verification"]["artifact_sha256"] = digest
-
-    return signed_statement(KEY, mutate, subjects=[("model", digest)])
+    return signed_folder_report(KEY, files, tamper)
 
 
 @pytest.mark.parametrize(
@@ -84,7 +75,8 @@ def test_one_file_whatever_its_source_is_bound_to_spec_sha256() -> None:
     serving Pod's verifier checks (tests/operator/podverify), not whatever the URL holds."""
     outcome = gate({"source": SOURCE, "sha256": FIXTURE_SHA256}, socair_envelope("authorized"))
     assert outcome.admitted
-    assert outcome.loaded == LoadedFiles((LoadedFile("", FIXTURE_SHA256, "spec.source"),))
+    # with the size the report states (artifact.size_bytes): the verifier refuses another size unread
+    assert outcome.loaded == LoadedFiles((LoadedFile("", FIXTURE_SHA256, "spec.source", 77),))
 
 
 def test_a_folder_of_one_file_is_bound_by_a_one_file_attestation_without_spec_sha256() -> None:
@@ -92,7 +84,7 @@ def test_a_folder_of_one_file_is_bound_by_a_one_file_attestation_without_spec_sh
     outcome = gate({"source": "hf://org/repo", "files": ["model.gguf"]}, socair_envelope("authorized"))
     assert outcome.admitted, outcome.message
     assert outcome.loaded == LoadedFiles(
-        (LoadedFile("model.gguf", FIXTURE_SHA256, "spec.files[0]"),), folder=True
+        (LoadedFile("model.gguf", FIXTURE_SHA256, "spec.files[0]", 77),), folder=True
     )
     other = gate({"source": "hf://org/repo", "files": ["model.gguf"], "fileSha256": {"model.gguf": "ab" * 32}},
                  socair_envelope("authorized"))  # fmt: skip
@@ -106,8 +98,8 @@ def test_a_folder_report_binds_each_file_to_its_listed_digest() -> None:
     )
     assert outcome.admitted, outcome.message
     assert outcome.loaded is not None and outcome.loaded.folder and outcome.loaded.code
-    assert {f.path: f.sha256 for f in outcome.loaded.files} == {
-        p: hashlib.sha256(d).hexdigest() for p, d in FILES.items()
+    assert {f.path: (f.sha256, f.size) for f in outcome.loaded.files} == {
+        p: (hashlib.sha256(d).hexdigest(), len(d)) for p, d in FILES.items()
     }
     # a subset is fine (the runtime loads only those; the Pod's folder must hold exactly them)
     subset = gate({"source": "hf://org/repo", "files": files[:1]}, folder_report(FILES), OWN_KEYS)
@@ -161,3 +153,36 @@ def test_a_listed_digest_that_is_no_sha256_is_refused_at_the_gate() -> None:
     listing = Attested(frozenset({"A" * 64}), {"model.gguf": "A" * 64})
     with pytest.raises(PlanError, match="not a SHA-256 digest"):
         bind(plan({"source": "hf://org/repo", "files": ["model.gguf"]}), {}, listing, "")
+
+
+def test_a_report_giving_one_digest_two_sizes_is_refused() -> None:
+    """The list hashes to the report's digest (the sizes are in it), but one file's bytes cannot
+    have two sizes: a genuine file would fail one of them, so the gate says so instead."""
+    same = hashlib.sha256(b"same").hexdigest()
+    listed = [FileDigest("a.gguf", same, 4), FileDigest("b.gguf", same, 5)]
+    digest = manifest_digest(listed)
+
+    def mutate(report: dict[str, Any]) -> None:
+        report["artifact"].update(sha256=digest, file_name="model", format="model directory", files=[
+            {"path": f.path, "sha256": f.sha256, "size_bytes": f.size, "role": "weights"} for f in listed])  # fmt: skip
+        report["verification"]["artifact_sha256"] = digest
+
+    outcome = gate({"source": "hf://org/repo", "files": ["a.gguf"]},
+                   signed_statement(KEY, mutate, subjects=[("model", digest)]), OWN_KEYS)  # fmt: skip
+    assert not outcome.admitted and outcome.message == (
+        f"attestation rejected: the report's artifact.files gives {same} two sizes (4 and 5 bytes)"
+    )
+
+
+@pytest.mark.parametrize("stated", [None, -1, True, 77.5, "77"])
+def test_a_one_file_report_without_a_usable_size_binds_the_digest_alone(stated: object) -> None:
+    def mutate(report: dict[str, Any]) -> None:
+        if stated is None:
+            del report["artifact"]["size_bytes"]
+        else:
+            report["artifact"]["size_bytes"] = stated
+
+    sample = "af3e9fec9b4b45fb08a732f5ce1f53c9f3f0d641cf02535e202738f7a7bf365c"
+    outcome = gate({"source": SOURCE, "sha256": sample}, signed_statement(KEY, mutate), OWN_KEYS)
+    assert outcome.admitted, outcome.message
+    assert outcome.loaded == LoadedFiles((LoadedFile("", sample, "spec.source"),))

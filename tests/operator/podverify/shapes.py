@@ -16,20 +16,45 @@ import base64
 import copy
 import hashlib
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from modelseal.attest.verdict import Mode
-from modelseal.operator.admission.verdicts import MODEL_LABEL, SERVICE_LABEL, ServiceLookup, VerdictLookup
+from modelseal.operator.admission.served_weights import ServedWeights, inference_service_weights
+from modelseal.operator.admission.verdicts import (
+    MODEL_LABEL,
+    SERVICE_LABEL,
+    ModelVerdict,
+    ServiceLookup,
+    VerdictLookup,
+)
 from modelseal.operator.podverify.container import DEFAULT_IMAGE
 from modelseal.operator.podverify.mutation import mutation_response
 
-__all__ = ["CURL", "cache_key", "cached_pod", "mutated", "pvc_pod", "review", "vllm_pod"]
+__all__ = ["CURL", "cache_key", "cached_pod", "lookups", "mutated", "pvc_pod", "review", "vllm_pod"]
 
 CURL = "docker.io/curlimages/curl:8.18.0"
 LLAMA = "ghcr.io/ggml-org/llama.cpp:server"
 DOWNLOAD = ('mkdir -p "$CACHE_DIR" && rm -f "$MODEL_PATH.tmp" && if [ ! -f "$MODEL_PATH" ]; then curl -f -L'
             ' -o "$MODEL_PATH.tmp" "$MODEL_SOURCE" && mv "$MODEL_PATH.tmp" "$MODEL_PATH"; fi')  # fmt: skip
 IMAGE = DEFAULT_IMAGE  # what decide() expects unless told otherwise
+
+
+def lookups(
+    namespace: str, verdicts: Mapping[str, ModelVerdict], specs: Mapping[str, Any]
+) -> tuple[VerdictLookup, ServiceLookup]:
+    """The verdicts (each at generation 1) and InferenceService specs the webhooks are given, known
+    in ``namespace`` only."""
+
+    def lookup(ns: str, name: str) -> tuple[int, ModelVerdict | None] | None:
+        verdict = verdicts.get(name) if ns == namespace else None
+        return (1, verdict) if verdict is not None else None
+
+    def services(ns: str, name: str) -> ServedWeights | None:
+        spec = specs.get(name) if ns == namespace else None
+        return inference_service_weights({"spec": spec}, ns) if spec is not None else None
+
+    return lookup, services
 
 
 def cache_key(source: str) -> str:

@@ -7,7 +7,6 @@ import copy
 from typing import Any
 
 from modelseal.attest.verdict import Mode
-from modelseal.operator.admission.served_weights import ServedWeights, inference_service_weights
 from modelseal.operator.admission.verdicts import ModelVerdict
 from modelseal.operator.decide.loaded_files import LoadedFile, LoadedFiles
 from modelseal.operator.podverify.container import NAME
@@ -17,6 +16,7 @@ from tests.operator.podverify.shapes import (
     IMAGE,
     cache_key,
     cached_pod,
+    lookups,
     mutated,
     pvc_pod,
     review,
@@ -43,14 +43,7 @@ SERVICES = {
 }
 
 
-def lookup(namespace: str, name: str) -> tuple[int, ModelVerdict | None] | None:
-    verdict = VERDICTS.get(name) if namespace == NS else None
-    return (1, verdict) if verdict is not None else None
-
-
-def services(namespace: str, name: str) -> ServedWeights | None:
-    spec = SERVICES.get(name) if namespace == NS else None
-    return inference_service_weights({"spec": spec}, namespace) if spec is not None else None
+lookup, services = lookups(NS, VERDICTS, SERVICES)
 
 
 def verifier(pod: dict[str, Any]) -> dict[str, Any]:
@@ -178,9 +171,9 @@ def test_the_verifier_docs_show_is_the_one_the_mutation_adds() -> None:
         for m in doc_models()
         if m.where.startswith("docs/beside") and m.body["metadata"]["name"] == "qwen"
     ]
-    VERDICTS["qwen"] = ModelVerdict(
-        1, True, "admitted", loaded=LoadedFiles((LoadedFile("", qwen["spec"]["sha256"], "spec.source"),))
-    )
+    # the size the Socair report of that digest states (testdata/socair/authorized.dsse.json)
+    loaded = LoadedFiles((LoadedFile("", qwen["spec"]["sha256"], "spec.source", 77),))
+    VERDICTS["qwen"] = ModelVerdict(1, True, "admitted", loaded=loaded)
     SERVICES["qwen"] = {"modelRef": "qwen"}
     try:
         pod = mutated(

@@ -16,6 +16,12 @@ unsigned); :func:`bind` gives each file of the Model's :class:`LoadPlan` its dig
   attestation binds a folder of one file only: it never admits ``files[1:]`` or
   ``spec.mmproj``, whatever their ``fileSha256`` says.
 
+Each bound file carries its size where the attestation states it (a Socair
+report's ``artifact.size_bytes`` for its one file, each ``artifact.files``
+entry's ``size_bytes``, which the list's own digest covers), so the Pod's
+verifier refuses a file of another size before reading a byte of it. An OMS
+signature and a generic Statement state no size.
+
 A Socair report's file list must hash to the report's own digest (socair's
 ``Validate``): a list that does not is refused rather than half believed.
 Pure: no I/O.
@@ -23,8 +29,8 @@ Pure: no I/O.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from modelseal.attest.bundles.bundle import is_bundle, parse_bundle
@@ -45,13 +51,15 @@ _SHA256 = frozenset("0123456789abcdef")
 _LISTED = 3
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Attested:
-    """What an admitted attestation attests: the digests of its subjects, and, when it lists a
-    folder's files, that list (path -> sha256)."""
+    """What an admitted attestation attests: the digests of its subjects, when it lists a
+    folder's files that list (path -> sha256), and the size of each digest's file where it
+    states one (sha256 -> bytes)."""
 
     digests: frozenset[str]
     listing: Mapping[str, str] | None = None
+    sizes: Mapping[str, int] = dataclasses.field(default_factory=dict)
 
     def described(self) -> str:
         if self.listing is None:
@@ -63,27 +71,43 @@ def _is_sha256(value: object) -> bool:
     return isinstance(value, str) and len(value) == 64 and set(value) <= _SHA256
 
 
-def _socair_listing(statement: Statement) -> dict[str, str] | None:
-    """A Socair directory report's files, checked against its digest (None: a one-file report).
+def _size(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _socair(statement: Statement, digests: frozenset[str]) -> Attested:
+    """What a Socair report attests: one file (its size ``artifact.size_bytes``), or a directory's
+    files (``artifact.files``, each with its size), checked against the report's digest.
 
     Raises:
-        PlanError: a list that is malformed or does not hash to the report's digest.
+        PlanError: a list that is malformed, does not hash to the report's digest, or gives one
+            digest two sizes.
     """
     artifact = (statement.predicate or {}).get("artifact")
     listed = artifact.get("files") if isinstance(artifact, dict) else None
     if listed is None:
-        return None
+        size = _size(artifact.get("size_bytes")) if isinstance(artifact, dict) else None
+        return Attested(digests, None, dict.fromkeys(digests, size) if size is not None else {})
     entries: list[FileDigest] = []
     for item in listed if isinstance(listed, list) else [None]:
         path = item.get("path") if isinstance(item, dict) else None
-        sha, size = (item.get("sha256"), item.get("size_bytes")) if isinstance(item, dict) else (None, None)
-        if not isinstance(path, str) or not _is_sha256(sha) or not isinstance(size, int) or size < 0:
+        sha, size = (
+            (item.get("sha256"), _size(item.get("size_bytes"))) if isinstance(item, dict) else (None, None)
+        )
+        if not isinstance(path, str) or not _is_sha256(sha) or size is None:
             raise PlanError("the report's artifact.files is not a list of {path, sha256, size_bytes}")
         entries.append(FileDigest(path, str(sha), size))
     entries.sort(key=lambda f: f.path.encode("utf-8", "surrogatepass"))
     if manifest_digest(entries) not in statement.digests():
         raise PlanError("the report's artifact.files does not hash to its socair.modeldir/v1 digest")
-    return {f.path: f.sha256 for f in entries}
+    sizes: dict[str, int] = {}
+    for f in entries:
+        if sizes.setdefault(f.sha256, f.size) != f.size:
+            first = sizes[f.sha256]
+            raise PlanError(
+                f"the report's artifact.files gives {f.sha256} two sizes ({first} and {f.size} bytes)"
+            )
+    return Attested(digests, {f.path: f.sha256 for f in entries}, sizes)
 
 
 def attested(data: bytes) -> Attested:
@@ -103,7 +127,7 @@ def attested(data: bytes) -> Attested:
         raise PlanError(f"the admitted attestation could not be read again: {e.message}") from None
     digests = frozenset(statement.digests())
     if statement.predicate_type == SOCAIR_PREDICATE_TYPE:
-        return Attested(digests, _socair_listing(statement))
+        return _socair(statement, digests)
     if len(statement.subject) == 1:
         return Attested(digests, subject_files(statement.subject[0]))
     named = {s.name: s.digest["sha256"] for s in statement.subject if s.name and "sha256" in s.digest}
@@ -146,7 +170,7 @@ def _folder_file(field: str, entry: str, staged: str, claim: object, what: Attes
         raise PlanError(
             f"the attestation lists {shown} with {printable(digest)[:80]!r}, not a SHA-256 digest"
         )
-    return LoadedFile(staged, digest, field)
+    return LoadedFile(staged, digest, field, what.sizes.get(digest))
 
 
 def bind(plan: LoadPlan, spec: Mapping[str, Any], what: Attested, sha: str) -> LoadedFiles:
@@ -165,7 +189,7 @@ def bind(plan: LoadPlan, spec: Mapping[str, Any], what: Attested, sha: str) -> L
                 f"the attestation lists a folder of {len(what.listing)} file(s) and spec.sha256 {want} is"
                 " none of them: give the one file's digest, or list the files in spec.files"
             )
-        return LoadedFiles((LoadedFile("", want, "spec.source"),))
+        return LoadedFiles((LoadedFile("", want, "spec.source", what.sizes.get(want)),))
     if what.listing is None and len(plan.entries) > 1:
         unbound = [f"{field} {entry!r}" for field, entry, _ in plan.entries[1:]]
         raise PlanError(
@@ -182,7 +206,7 @@ def bind(plan: LoadPlan, spec: Mapping[str, Any], what: Attested, sha: str) -> L
                 raise PlanError(
                     f"spec.fileSha256 of {field} says {str(claim).lower()}; the attestation is for {want}"
                 )
-            files.append(LoadedFile(staged, want, field))
+            files.append(LoadedFile(staged, want, field, what.sizes.get(want)))
         else:
             files.append(_folder_file(field, entry, staged, claim, what))
     return LoadedFiles(tuple(files), folder=True)

@@ -65,11 +65,13 @@ class LoadPlan:
 @dataclass(frozen=True)
 class LoadedFile:
     """A loaded file: its path in the Model's folder ("" for a one-file Model: the file the
-    runtime is given), its attested SHA-256, and the field that names it."""
+    runtime is given), its attested SHA-256, the field that names it, and its size in bytes
+    where the attestation states it (the verifier refuses a file of another size unread)."""
 
     path: str
     sha256: str
     field: str
+    size: int | None = None
 
 
 @dataclass(frozen=True)

@@ -4,10 +4,11 @@ It runs ``modelseal verify-files`` (the operator's own image) with the digests
 the admitted verdicts carry, never anything the Pod or the Model says at run
 time::
 
-    modelseal verify-files [--exact DIR]... --expect SHA256 PATH [--expect SHA256 PATH]...
+    modelseal verify-files [--exact DIR]... --expect SHA256 PATH [--size BYTES PATH] [--expect ...]...
 
-``--expect``: the regular file at PATH must have that SHA-256; ``--exact DIR``:
-the tree under DIR holds exactly the expected files. It exits 0 when every file
+``--expect``: the regular file at PATH must have that SHA-256; ``--size``: and
+that size, checked before a byte is read (given wherever the attestation states
+it); ``--exact DIR``: the tree under DIR holds exactly the expected files. It exits 0 when every file
 matches, 1 with one line naming the first that does not (symlinks are refused),
 2 on a usage error; with ``terminationMessagePolicy: FallbackToLogsOnError`` that
 line is the Pod's termination message. It mounts, read-only, the volumes that hold
@@ -54,11 +55,13 @@ _GUARDED = ("name", "image", "command", "args", "env", "envFrom", "workingDir", 
 
 @dataclass(frozen=True)
 class Expectation:
-    """A file the runtime loads: where the Pod has it, its attested digest, and what it is."""
+    """A file the runtime loads: where the Pod has it, its attested digest, what it is, and its
+    attested size (None where the attestation states none)."""
 
     path: str
     sha256: str
     what: str
+    size: int | None = None
 
 
 @dataclass(frozen=True)
@@ -77,12 +80,14 @@ class Check:
 
 
 def arguments(check: Check) -> list[str]:
-    """``verify-files``'s arguments: the folders, then the files by path; each path written so that
-    the kubelet passes it as it is (a ``$`` doubled: it expands ``$(NAME)`` in every container's
-    arguments, with that container's variables, and the verifier's are not the runtime's)."""
+    """``verify-files``'s arguments: the folders, then the files by path, each with its size where it
+    is known; each path written so that the kubelet passes it as it is (a ``$`` doubled: it expands
+    ``$(NAME)`` in every container's arguments, with that container's variables, and the
+    verifier's are not the runtime's)."""
     out = [arg for folder in check.exact for arg in ("--exact", escaped(folder))]
     for e in sorted(check.expect, key=lambda e: e.path):
         out += ["--expect", e.sha256, escaped(e.path)]
+        out += ["--size", str(e.size), escaped(e.path)] if e.size is not None else []
     return out
 
 

@@ -278,13 +278,19 @@ class _Placer:
                 " files there that are not the image's"
             )
 
-    def expect(self, path: str, sha: str, what: str) -> None:
+    def expect(self, path: str, sha: str, what: str, size: int | None) -> None:
         had = self.files.get(path)
         if had is not None and had.sha256 != sha:
             self.out.problems.append(
                 f"{_shown(path)} would have to be both {had.what} ({had.sha256}) and {what} ({sha})"
             )
-        self.files.setdefault(path, Expectation(path, sha, what))
+        elif had is not None and None not in (had.size, size) and had.size != size:
+            self.out.problems.append(f"{_shown(path)} would have to be both {had.size} bytes ({had.what})"
+                                     f" and {size} bytes ({what})")  # fmt: skip
+        if had is None:
+            self.files[path] = Expectation(path, sha, what, size)
+        elif had.sha256 == sha and had.size is None:  # the same file, its size known now
+            self.files[path] = Expectation(path, sha, had.what, size)
 
     def place(self, model: ServedModel, path: str, container: Mapping[str, Any], what: str) -> None:
         """The Model's files where the runtime is given ``path``."""
@@ -316,13 +322,13 @@ class _Placer:
                     f"{what} {_shown(path)} is a split GGUF part: llama.cpp loads the other parts by"
                     " name, so list every part in spec.files and attest them"
                 )
-            self.expect(path, loaded.files[0].sha256, f"Model {model.name}")
+            self.expect(path, loaded.files[0].sha256, f"Model {model.name}", loaded.files[0].size)
             return
         primary = loaded.files[0].path
         base = path[: -len(primary) - 1] if path.endswith("/" + primary) else path
         self.exact.append(base)
         for f in loaded.files:
-            self.expect(posixpath.join(base, f.path), f.sha256, f"Model {model.name} {f.field}")
+            self.expect(posixpath.join(base, f.path), f.sha256, f"Model {model.name} {f.field}", f.size)
 
 
 def _environment(container: Mapping[str, Any], name: str, placer: _Placer) -> None:
