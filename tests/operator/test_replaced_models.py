@@ -177,18 +177,31 @@ class ReplacedApi(RacingApi):
             raise StatusConflictError("the object has been modified")
         return {"metadata": {"resourceVersion": "10"}}
 
+    async def apply_model_status(
+        self, namespace: str, name: str, uid: str, status: Mapping[str, Any]
+    ) -> dict[str, Any] | None:
+        """As the API server answers: an apply naming the old object's uid is refused."""
+        self.applies.append((uid, dict(status)))
+        if uid != self.fresh["metadata"]["uid"]:
+            raise StatusConflictError("Precondition failed: UID in precondition")
+        return {**self.fresh, "status": dict(status)}
+
 
 @pytest.mark.parametrize("mode", [StatusMode.FULL, StatusMode.CONDITIONS], ids=lambda m: m.value)
 async def test_a_write_that_meets_another_object_of_the_same_name_is_not_made(mode: StatusMode) -> None:
     """The watch lags: the old object is all the operator knows when it writes, so only the API
     server can tell. The write carries the old resourceVersion (full mode had none, and set the
-    successor Ready); after the conflict, the Model read again is another object: nothing more."""
+    successor Ready); after the conflict, the Model read again is another object: nothing more.
+    Conditions mode's apply names the old object's uid: refused, nothing more either."""
     api = ReplacedApi()
     reconciler = Reconciler(replace(ENFORCE, model_status=mode), api, clock=lambda: FIXTURE_NOW)
     reconciler.remember({"metadata": {"namespace": "default", "name": "m", "generation": 1, "uid": "uid-old",
                                       "resourceVersion": "5"}, "spec": SPEC, "status": {}})  # fmt: skip
     await reconciler.reconcile(KEY)
-    assert [p.get("metadata") for p in api.patches] == [{"resourceVersion": "5"}]
+    if mode is StatusMode.FULL:
+        assert [p.get("metadata") for p in api.patches] == [{"resourceVersion": "5"}]
+    else:
+        assert [uid for uid, _ in api.applies] == ["uid-old"] and api.patches == [] and api.reads == 0
     assert reconciler.models[KEY]["metadata"]["uid"] == "uid-old"  # the successor was not taken for it
     await api.close()
 

@@ -48,6 +48,14 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+def _older(model: Mapping[str, Any], than: Mapping[str, Any]) -> bool:
+    """Whether ``model`` is an older version than ``than`` (resourceVersions are comparable integers
+    since Kubernetes v1.35; anything else is taken as newer)."""
+    new, old = model["metadata"].get("resourceVersion"), than["metadata"].get("resourceVersion")
+    digits = isinstance(new, str) and isinstance(old, str) and new.isdigit() and old.isdigit()
+    return digits and int(str(new)) < int(str(old))
+
+
 @dataclass
 class _Checked:
     """When a Model was last judged; whether it is rechecked as a refused one (refused, waiting, or
@@ -110,6 +118,8 @@ class Reconciler(ModelJudge):
         previous = self.models.get(key)
         if previous is not None and uid_of(previous) != uid_of(model):
             self._drop(key)  # another object of the same name: nothing known of the old one is its
+        elif previous is not None and _older(model, previous):
+            return key  # a watch event older than the Model a write returned: the newer copy stays
         self.models[key] = model
         return key
 

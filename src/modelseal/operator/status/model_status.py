@@ -1,10 +1,12 @@
-"""Writing a judgement to a Model: the mode's patch, a raced write done again, a second writer.
+"""Writing a judgement to a Model: the mode's write, a raced write done again, a second writer.
 
 What is written is :class:`~modelseal.operator.status.modes.StatusWriter`'s to
-say (``full`` or ``conditions``); this module does the I/O. A write carries
-the ``resourceVersion`` it was computed from: when LLMKube wrote in between,
+say (``full`` or ``conditions``); this module does the I/O. Conditions mode
+applies modelseal's own conditions (server-side apply: no conflict, no read;
+the Model as written is kept). Full mode's merge patch carries
+the ``resourceVersion`` it was computed from: when another writer wrote in between,
 the API server refuses it (409), the Model is read again and the write
-recomputed, so LLMKube's conditions are never erased; when the Model read
+recomputed; when the Model read
 again is another object (deleted and created again under the same name while
 it was judged: its ``metadata.uid`` differs), nothing is written, since the
 judgement is not about it. In full mode,
@@ -25,8 +27,8 @@ from modelseal.operator.decide.judgement import Judgement, generation_of, uid_of
 from modelseal.operator.kube.api import KubeApi, StatusConflictError
 from modelseal.operator.metrics import OperatorMetrics
 from modelseal.operator.settings import StatusMode
-from modelseal.operator.status.conditions import desired_status, transitions
-from modelseal.operator.status.modes import StatusWriter, phase_writers
+from modelseal.operator.status.conditions import desired_status
+from modelseal.operator.status.modes import StatusWriter, leftovers, phase_writers
 from modelseal.text import printable
 
 __all__ = ["ModelStatus"]
@@ -68,12 +70,10 @@ class ModelStatus:
         Raises:
             KubeError: the API refused or failed.
         """
+        if self.writer.mode is StatusMode.CONDITIONS:
+            await self._apply(api, key, model, judged, now, remember)
+            return
         generation, uid = generation_of(model), uid_of(model)
-        if self.writer.mode is StatusMode.CONDITIONS and not model["metadata"].get("resourceVersion"):
-            fresh = await api.read_model(*key)  # a write without a precondition could erase LLMKube's
-            if fresh is None or not _same(fresh, uid):
-                return
-            model = remember(fresh)
         for _ in range(_ATTEMPTS):
             status = model["status"]
             view = self.writer.view(status)
@@ -99,13 +99,62 @@ class ModelStatus:
             if "phase" in patch["status"]:
                 self._phase_written[key] = desired["phase"]
             self.metrics.status_writes.inc()
-            for event in transitions(self.writer.events_view(view), self.writer.events_view(decided)):
-                await api.post_event(model, event.type, event.reason, event.message, now)
-                if event.reason in ("PublicationSucceeded", "PublicationFailed"):
-                    self.metrics.publications.labels(phase=event.reason.removeprefix("Publication")).inc()
-            _logger.info("Model %s/%s: %s", key[0], key[1], judged.summary())
+            await self._written(api, key, model, judged, now, view, decided)
             return
         _logger.warning("Model %s/%s: status not written, it kept changing under modelseal", *key)
+
+    async def _apply(
+        self,
+        api: KubeApi,
+        key: ModelKey,
+        model: dict[str, Any],
+        judged: Judgement,
+        now: datetime,
+        remember: Callable[[Mapping[str, Any]], dict[str, Any]],
+    ) -> None:
+        """Conditions mode: apply modelseal's conditions if they changed; keep the Model as written."""
+        generation, uid, status = generation_of(model), uid_of(model), model["status"]
+        view = self.writer.view(status)
+        decided = desired_status(view, generation, judged.outcome, now, judged.publication, judged.source)
+        applied = self.writer.applied(status, self.writer.desired(status, decided, generation, now))
+        if applied is None:
+            return
+        try:
+            written = await api.apply_model_status(key[0], key[1], uid, applied)
+            if (
+                written is not None
+                and _same(written, uid)
+                and leftovers(written.get("status") or {}, applied)
+            ):
+                cleared = await api.json_patch_model_status(
+                    key[0], key[1], leftovers(written.get("status") or {}, applied)
+                )
+                written = cleared if cleared is not None else written
+        except StatusConflictError as e:  # another object of the name, or the list changed meanwhile
+            _logger.info("Model %s/%s: status not written (%s); the next look writes it", *key, e)
+            return
+        if written is None or not _same(written, uid):
+            _logger.info("Model %s/%s was replaced while its status was written; not kept", *key)
+            return
+        await self._written(api, key, remember(written), judged, now, view, decided)
+
+    async def _written(
+        self,
+        api: KubeApi,
+        key: ModelKey,
+        model: Mapping[str, Any],
+        judged: Judgement,
+        now: datetime,
+        view: Mapping[str, Any],
+        decided: Mapping[str, Any],
+    ) -> None:
+        """What follows a write: the metric, the Events of what changed, a log line."""
+        self.metrics.status_writes.inc()
+        for event in self.writer.events(view, decided):
+            await api.post_event(model, event.type, event.reason, event.message, now)
+            if event.reason in ("PublicationSucceeded", "PublicationFailed"):
+                self.metrics.publications.labels(phase=event.reason.removeprefix("Publication")).inc()
+        _logger.info("Model %s/%s: %s", key[0], key[1], judged.summary())
 
     async def _contested(
         self, api: KubeApi, key: ModelKey, model: Mapping[str, Any], desired: Mapping[str, Any], now: datetime
