@@ -195,11 +195,13 @@ async def run(args: argparse.Namespace) -> None:
         cpu_before = {c.name: cpu_seconds(c.pid) for c in controllers}
         cpu_before.update({name: cpu_seconds(pid) for name, pid in others.items()})
         audited = {c.name: len(audit(plane, c.user, c.namespace)) for c in controllers}
-        spy = py_spy(operators[0].controller.pid, args.py_spy) if args.py_spy else None
+        profiles = [args.py_spy.with_name(f"{args.py_spy.stem}{'-baseline' if i else ''}{args.py_spy.suffix}")
+                    for i in range(len(operators))] if args.py_spy else []  # fmt: skip
+        spies = [py_spy(o.controller.pid, out) for o, out in zip(operators, profiles, strict=False)]
         spaces = [o.models for o in operators]
         created = await models_at_scale(admin, spaces, controllers, args.models, args.concurrency)
         settled = await settle([c.pid for c in controllers])
-        if spy is not None:
+        for spy in spies:
             spy.send_signal(signal.SIGINT)
             await asyncio.to_thread(spy.wait, 60)
         for c in controllers:
@@ -225,10 +227,10 @@ async def run(args: argparse.Namespace) -> None:
         for c in controllers:
             print(f"  {c.name} API requests: " + ", ".join(f"{k} {v}" for k, v in c.requests.most_common()))
         print(f"  attestation reference kept by the Model CRD: {'yes' if kept else 'no'}")
-        if args.py_spy:
-            mine = operators[0].controller
-            print(f"\nwhere {mine.name}'s CPU went (py-spy, {args.py_spy}):")
-            print(profile_report(args.py_spy, mine.cpu / mine.count * 1000))
+        for operator, profile in zip(operators, profiles, strict=False):
+            mine = operator.controller
+            print(f"\nwhere {mine.name}'s CPU went (py-spy, {profile}):")
+            print(profile_report(profile, mine.cpu / mine.count * 1000))
         if args.restart:
             await restart_each(plane, operators)
         if args.pods:
@@ -256,7 +258,11 @@ def main() -> None:
     parser.add_argument("--pods", type=int, default=1000, help="0: no webhook latencies")
     parser.add_argument("--concurrency", type=int, default=50)
     parser.add_argument("--baseline-src", type=Path, help="another checkout's src, run beside this one")
-    parser.add_argument("--py-spy", type=Path, help="sample this operator's stacks into this file")
+    parser.add_argument(
+        "--py-spy",
+        type=Path,
+        help="sample each operator's stacks into this file (the baseline's: FILE-baseline)",
+    )
     parser.add_argument("--restart", action="store_true", help="then restart each operator, nothing changed")
     asyncio.run(run(parser.parse_args()))
 

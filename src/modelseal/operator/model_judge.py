@@ -8,7 +8,9 @@ A Model is decided by LLMKube's gate (:mod:`modelseal.operator.decide.gate`, its
 attestation ConfigMap), or, when it has no ``spec.attestation`` and the
 operator discovers image attestations, by what is attached to its pinned
 image (:mod:`modelseal.operator.decide.attached_gate`). Signatures are checked in a
-thread: a costly envelope must not stall every other Model. The ConfigMaps
+thread: a costly envelope must not stall every other Model; Models that share
+every input of the gate are answered in the event loop from its first outcome
+(:mod:`modelseal.operator.decide.outcome_memo`). The ConfigMaps
 a Model depends on come from the watch's copies unless a pass asks for
 fresh ones; the shared ones (the trusted keys, the publisher's keys) are
 refreshed once per recheck pass.
@@ -34,6 +36,7 @@ from modelseal.operator.decide.gate import (
     referenced_configmap,
 )
 from modelseal.operator.decide.judgement import Judgement, generation_of, internal_error
+from modelseal.operator.decide.outcome_memo import OutcomeMemo
 from modelseal.operator.decide.verdict_cache import VerdictCache
 from modelseal.operator.kube.api import KubeApi
 from modelseal.operator.metrics import OperatorMetrics
@@ -67,6 +70,7 @@ class ModelJudge:
         self.api = api
         self.metrics = metrics
         self.cache = cache
+        self.outcomes = OutcomeMemo()
         self.configmaps: dict[tuple[str, str], ConfigMapRead] = {}
         self.publications = PrefetchJobs(
             settings.publisher_image,
@@ -192,10 +196,11 @@ class ModelJudge:
             else:
                 trusted, attestation = await self._read(spec, annotations, key[0], fresh)
                 doing = "judging the attestation"
-                outcome = await asyncio.to_thread(
+                memo = self.outcomes.key(spec, annotations, key[0], trusted, attestation, now)
+                outcome = await self.outcomes.decide(memo, trusted, attestation, lambda: asyncio.to_thread(
                     evaluate_gate, spec, key[0], self.settings, trusted=trusted, attestation=attestation,
                     now=now, cache=self.cache, annotations=annotations,
-                )  # fmt: skip
+                ))  # fmt: skip
             doing = "checking the source and the publication"
             source, publication = await self._after_gate(model, outcome, generation_of(model), fresh)
             return Judgement(outcome, source, publication)
