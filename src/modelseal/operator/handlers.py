@@ -27,9 +27,24 @@ _logger = logging.getLogger(__name__)
 RECHECK_TICK = 5.0
 
 
+class _NoDiffBase(kopf.DiffBaseStorage):
+    """No essence to diff: kopf builds one from every event's body (a filtered deep copy) for
+    change-detecting handlers, and the operator registers none (only event handlers)."""
+
+    def build(self, *, body: kopf.Body, extra_fields: Any = None) -> Any:
+        return None
+
+    def fetch(self, *, body: kopf.Body) -> None:
+        return None
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: Any) -> None:
+        return None
+
+
 def configure(settings: kopf.OperatorSettings) -> None:
-    """kopf settings for this operator: quiet posting, bounded watches, no scanning."""
+    """kopf settings for this operator: quiet posting, bounded watches, no scanning, no diffs."""
     settings.posting.enabled = False
+    settings.persistence.diffbase_storage = _NoDiffBase()
     settings.scanning.disabled = True
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
