@@ -30,6 +30,7 @@ from modelseal.operator.decide.gate import ConfigMapRead, GateOutcome, reference
 from modelseal.operator.decide.judgement import generation_of, uid_of, unexpected
 from modelseal.operator.decide.reference import annotation_value
 from modelseal.operator.decide.verdict_cache import VerdictCache
+from modelseal.operator.decision_clock import Clock
 from modelseal.operator.kube.api import KubeApi
 from modelseal.operator.metrics import OperatorMetrics
 from modelseal.operator.model_judge import ModelJudge
@@ -236,7 +237,7 @@ class Reconciler(ModelJudge):
             model = self.models.get(key)
             if model is None or self.api is None:
                 return None
-            started = time.perf_counter()
+            started, clock = time.perf_counter(), Clock()
             now = self.clock()
             judged = await self.judge(key, model, now, fresh)
             if not self._still(key, model):
@@ -271,6 +272,7 @@ class Reconciler(ModelJudge):
                 blocked = True
             self.checked[key] = _Checked(now, blocked or waiting, refused)
             self.metrics.reconcile_seconds.observe(time.perf_counter() - started)
+            self.metrics.decision_seconds.inc(clock.decided())
             return outcome
 
     async def observe_service(self, body: Mapping[str, Any]) -> None:

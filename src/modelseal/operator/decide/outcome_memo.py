@@ -30,6 +30,7 @@ from typing import Any
 from modelseal.attest.verdict import Reason
 from modelseal.operator.decide.gate import ConfigMapRead, GateOutcome
 from modelseal.operator.decide.reference import ANNOTATION
+from modelseal.operator.decision_clock import waiting
 
 __all__ = ["OutcomeMemo"]
 
@@ -57,16 +58,21 @@ class OutcomeMemo:
         """The outcome of these inputs: kept, awaited from the evaluation under way, or ``evaluate()``'s
         (kept). When the evaluation under way raised, a waiter evaluates (or waits) anew."""
         known, outcome = self.get(key, trusted, attestation)
-        if known or key is None:
-            return outcome if known else await evaluate()
+        if known:
+            return outcome
+        if key is None:
+            with waiting():
+                return await evaluate()
         flight = self._flying.get(key)
         if flight is not None and flight[0] is trusted and flight[1] is attestation:
-            done, outcome = await asyncio.shield(flight[2])
+            with waiting():
+                done, outcome = await asyncio.shield(flight[2])
             return outcome if done else await self.decide(key, trusted, attestation, evaluate)
         landed: asyncio.Future[tuple[bool, GateOutcome | None]] = asyncio.get_running_loop().create_future()
         self._flying[key] = (trusted, attestation, landed)
         try:
-            outcome = await evaluate()
+            with waiting():
+                outcome = await evaluate()
         except BaseException:  # raised or cancelled: the waiters evaluate on their own
             landed.set_result((False, None))
             raise

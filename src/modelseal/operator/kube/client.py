@@ -25,6 +25,7 @@ from typing import Any, Self
 import aiohttp
 
 from modelseal.errors import KubeError
+from modelseal.operator.decision_clock import waiting
 
 __all__ = ["LIST_LIMIT", "OBJECT_LIMIT", "KubeClient", "Reply"]
 
@@ -133,7 +134,8 @@ class KubeClient:
         sent = {**({"Content-Type": "application/json"} if json is not None else {}), **(headers or {})}
         for attempt in (1, 2):
             try:
-                return await self._once(method, path, limit, data, params, sent)
+                with waiting():
+                    return await self._once(method, path, limit, data, params, sent)
             except aiohttp.ServerDisconnectedError:  # a pooled connection the server had closed
                 if attempt == 2:
                     raise KubeError(
