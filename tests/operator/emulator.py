@@ -10,7 +10,8 @@ fixes those, using kmock internals, so kmock is pinned and
 is emulated for what the operator applies: a status whose ``conditions`` are
 a list-map keyed by ``type`` (as LLMKube's CRD declares them), an apply
 replacing the manager's own entries and fields, and dropping those it applied
-before and leaves out now; ``metadata.uid`` is a precondition (409).
+before and leaves out now; a ``metadata.uid`` in it is ignored, as the API
+server ignores it in a status apply (tests/cluster/test_status.py).
 """
 
 from __future__ import annotations
@@ -94,9 +95,6 @@ class RealisticEmulator(kmock.KubernetesEmulator):
         if key not in self._objects or self._objects[key].deleted:
             return kmock.KubernetesError(status=404, reason="NotFound")
         live, applied = self._objects[key].raw, request.data
-        uid = (applied.get("metadata") or {}).get("uid")
-        if uid and uid != (live.get("metadata") or {}).get("uid"):
-            return kmock.KubernetesError(status=409, reason="Conflict", message="Precondition failed: UID")
         manager = (str(request.url.path), request.params.get("fieldManager", ""))
         mine = {c["type"]: c for c in (applied.get("status") or {}).get("conditions") or []}
         fields = set(applied.get("status") or {}) - {"conditions"}

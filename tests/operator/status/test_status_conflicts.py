@@ -126,8 +126,8 @@ async def test_an_older_watch_event_does_not_replace_the_model_as_written() -> N
 
 @pytest.mark.parametrize("code", ["409", "422"])
 async def test_a_refused_apply_is_not_retried_nor_kept(code: str) -> None:
-    """The API server refused the apply (another object of the name: its uid differs): nothing is
-    read or written after it, the copy known stays, and the next look judges again."""
+    """The API server refused the apply (a conflict, or invalid): nothing is read or written after
+    it, the copy known stays, and the next look judges again."""
     api = RacingApi()
     api.refuse_apply = StatusConflictError(f"HTTP {code}")
     reconciler = conditions_mode(api)

@@ -170,7 +170,8 @@ class KubeApi(KubeClient):
         What the apply leaves out of what modelseal applied before is removed; what other managers
         own (LLMKube's ``phase`` and conditions, entries of a list-map keyed by ``type``) is not
         touched, so no precondition on ``resourceVersion`` is needed. ``uid`` (when given) names the
-        object judged: the API server refuses an apply about another object of the same name.
+        object judged; the API server does not hold a status apply to it (Kubernetes v1.36): the
+        caller compares it with the answer's.
 
         Raises:
             StatusConflictError: refused as a conflict or as invalid (409, 422).

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
+from modelseal.errors import KubeError
 from modelseal.operator.decide.judgement import Judgement, generation_of, uid_of
 from modelseal.operator.kube.api import KubeApi, StatusConflictError
 from modelseal.operator.metrics import OperatorMetrics
@@ -133,10 +134,23 @@ class ModelStatus:
         except StatusConflictError as e:  # another object of the name, or the list changed meanwhile
             _logger.info("Model %s/%s: status not written (%s); the next look writes it", *key, e)
             return
-        if written is None or not _same(written, uid):
-            _logger.info("Model %s/%s was replaced while its status was written; not kept", *key)
+        if written is not None and not _same(written, uid):
+            await self._withdraw(api, key, written)
             return
-        await self._written(api, key, remember(written), judged, now, view, decided)
+        if written is not None:
+            await self._written(api, key, remember(written), judged, now, view, decided)
+
+    @staticmethod
+    async def _withdraw(api: KubeApi, key: ModelKey, successor: Mapping[str, Any]) -> None:
+        """The apply landed on another object of the name (the API server takes no uid as a
+        precondition of a status apply): withdraw modelseal's conditions from it at once, by
+        applying none; its own watch event has it judged on its own."""
+        said = "deleted and created again while its status was written: the verdict written to its successor"
+        _logger.warning("Model %s/%s was %s is withdrawn; the successor is judged anew", *key, said)
+        try:
+            await api.apply_model_status(key[0], key[1], uid_of(successor), {})
+        except KubeError as e:  # the successor's own judgement replaces it
+            _logger.error("Model %s/%s: the verdict written to its successor was not withdrawn: %s", *key, e)
 
     async def _written(
         self,

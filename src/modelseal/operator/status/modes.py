@@ -12,9 +12,11 @@ by server-side apply (:meth:`StatusWriter.applied`): LLMKube's CRD declares
 ``status.conditions`` a list-map keyed by ``type``, so the API server merges
 modelseal's entries with LLMKube's and never erases LLMKube's, whatever copy
 modelseal computed from; no ``resourceVersion`` is needed, so a write never
-meets a conflict. The apply names the Model's ``metadata.uid``: a Model
-deleted and created again under the same name never receives a judgement of
-its predecessor. A condition an older modelseal wrote by merge patch and no
+meets a conflict. The API server takes no ``metadata.uid`` as a precondition
+of a status apply (Kubernetes v1.36), so a write racing a deletion and
+re-creation of the Model can land on its successor: the answer says so (its
+uid), and modelseal's conditions are withdrawn from it at once
+(:mod:`modelseal.operator.status.model_status`). A condition an older modelseal wrote by merge patch and no
 longer applies is removed by a JSON patch that tests its ``type`` first
 (:func:`leftovers`). The first verdict of a check is in the status: Events
 announce changes only. Full mode writes a merge patch carrying the
@@ -163,9 +165,8 @@ class StatusWriter:
         None when none of them changed."""
         if _comparable(status) == _comparable(desired):
             return None
-        out: dict[str, Any] = {
-            "conditions": [c for c in condition_list(desired) if c["type"].startswith(PREFIX)]
-        }
+        mine = [c for c in condition_list(desired) if c["type"].startswith(PREFIX)]
+        out: dict[str, Any] = {"conditions": mine} if mine else {}  # none: what was applied goes
         if "prefetchOCI" in desired:
             out["prefetchOCI"] = desired["prefetchOCI"]
         return out
