@@ -48,6 +48,12 @@ async def judged(port: int, count: int, limit: float = 600.0) -> dict[str, float
         await asyncio.sleep(0.1)
 
 
+def reads(requests: Counter[str]) -> str:
+    """The requests other than the watches and their lists, by kind."""
+    rest = [f"{k} {v}" for k, v in requests.most_common() if k.split(" ")[0] not in ("watch", "list")]
+    return ", ".join(rest) or "watches and lists only"
+
+
 async def restart_each(plane: ControlPlane, operators: list[Operator]) -> None:
     """Restart each operator in turn (SIGTERM, then start); print what the restart cost."""
     rows: list[tuple[str, list[str]]] = []
@@ -71,7 +77,7 @@ async def restart_each(plane: ControlPlane, operators: list[Operator]) -> None:
             f"{up:.1f} s", f"{wall:.1f} s", f"{cpu_seconds(pid):.1f} s", f"{peak_rss_mib(pid):.1f} MiB",
             f"{found.get('modelseal_reconcile_duration_seconds_sum', float('nan')):.2f} s",
             f"{decision:.3f} s" if decision is not None else "(not measured)",
-            f"{writes}", ", ".join(f"{k} {v}" for k, v in requests.most_common()) or "none",
+            f"{writes}", f"{sum(requests.values())} ({reads(requests)})",
         ]))  # fmt: skip
     headings = ["process up (liveness answers)", "every Model judged again", "CPU (start to idle)",
                 "peak RSS", "reconcile time, summed over Models", "decision time, summed over Models",

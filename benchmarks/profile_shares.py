@@ -2,10 +2,12 @@
 """Where a process's CPU went, from py-spy's raw (collapsed) stacks: shares by part of the operator.
 
 ``py-spy record --format raw`` writes one line per distinct stack, ``frame;frame;...;frame COUNT``,
-root first, each frame ``function (path:line)``; idle samples are left out unless asked for, so
-every sample is CPU. Each sample is given to the first :data:`PARTS` rule its stack matches (so the
-shares add up to 100 %), and, across parts, counted for every library of :data:`LIBRARIES` it is
-in (what JSON or the HTTP client cost wherever they were called).
+root first, each frame ``function (path:line)``. Sampling without pausing the process
+(``--nonblocking``) takes some threads waiting in ``select`` for running ones: those samples
+(:func:`idle`) are counted apart and left out of the shares. Each other sample is given to the
+first :data:`PARTS` rule its stack matches (so the shares add up to 100 %), and, across parts,
+counted for every library of :data:`LIBRARIES` it is in (what JSON or the HTTP client cost wherever
+they were called).
 
     python -m benchmarks.profile_shares PROFILE.txt
 """
@@ -37,8 +39,16 @@ PARTS: list[tuple[str, Callable[[Stack], bool]]] = [
     ("judgement (gate, verdict, status computed)", _in("modelseal/operator/")),
     ("kopf: watch streams (reading, JSON of each event)", _in("kopf/_cogs/clients/watching.py")),
     ("kopf: event processing (queueing, causes, handler calls)", _in("kopf/")),
+    ("HTTP and TLS in the event loop's callbacks (reading answers, writing requests)",
+     _in("sslproto.py", "ssl.py", "aiohttp/", "httpcore/", "h11/", "anyio/")),
     ("asyncio event loop (scheduling)", _leaf_in("asyncio/")),
-]
+]  # fmt: skip
+
+
+def idle(stack: Stack) -> bool:
+    """A thread waiting for I/O (the event loop's or the metrics server's ``select``)."""
+    return bool(stack) and stack[-1].startswith(("EpollSelector.select (", "_PollLikeSelector.select ("))
+
 
 #: (library, path fragment): counted wherever they were called
 LIBRARIES: list[tuple[str, str]] = [
@@ -61,11 +71,15 @@ def read(path: Path) -> list[tuple[Stack, int]]:
     return out
 
 
-def shares(stacks: list[tuple[Stack, int]]) -> tuple[Counter[str], Counter[str], int]:
+def shares(stacks: list[tuple[Stack, int]]) -> tuple[Counter[str], Counter[str], int, int]:
+    """(samples by part, samples by library, CPU samples, idle samples)."""
     parts: Counter[str] = Counter()
     libraries: Counter[str] = Counter()
-    total = 0
+    total = waiting = 0
     for stack, count in stacks:
+        if idle(stack):
+            waiting += count
+            continue
         total += count
         part = next((name for name, rule in PARTS if rule(stack)), "other (interpreter, ssl, threads)")
         parts[part] += count
@@ -73,12 +87,12 @@ def shares(stacks: list[tuple[Stack, int]]) -> tuple[Counter[str], Counter[str],
         for name, fragment in LIBRARIES:
             if fragment in joined:
                 libraries[name] += count
-    return parts, libraries, total
+    return parts, libraries, total, waiting
 
 
 def report(path: Path, cpu_ms_per_model: float | None = None) -> str:
     """The shares as two markdown tables (with ms per Model when the CPU per Model is given)."""
-    parts, libraries, total = shares(read(path))
+    parts, libraries, total, waiting = shares(read(path))
     if not total:
         return f"{path}: no samples"
     per = cpu_ms_per_model
@@ -89,7 +103,12 @@ def report(path: Path, cpu_ms_per_model: float | None = None) -> str:
 
     head = "| | share of CPU samples" + (" | per Model |" if per is not None else " |")
     rule = "|---|---|" + ("---|" if per is not None else "")
-    lines = [f"{total} samples", "", head.replace("| |", "| part |", 1), rule]
+    lines = [
+        f"{total} samples on CPU ({waiting} waiting in select left out)",
+        "",
+        head.replace("| |", "| part |", 1),
+        rule,
+    ]
     lines += [row(name, count) for name, count in parts.most_common()]
     lines += ["", head.replace("| |", "| library, wherever called |", 1), rule]
     lines += [row(name, libraries[name]) for name, _ in LIBRARIES]
