@@ -72,6 +72,7 @@ class ModelJudge:
         self.cache = cache
         self.outcomes = OutcomeMemo()
         self.configmaps: dict[tuple[str, str], ConfigMapRead] = {}
+        self._reading: dict[tuple[str, str], asyncio.Future[ConfigMapRead]] = {}
         self.publications = PrefetchJobs(
             settings.publisher_image,
             settings.registry_access.plain_http,
@@ -92,6 +93,24 @@ class ModelJudge:
         return cached if cached is not None else await self.read_configmap(namespace, name)
 
     async def read_configmap(self, namespace: str, name: str) -> ConfigMapRead:
+        """:meth:`_read_configmap`, once at a time per ConfigMap: a Model that asks while a read is
+        under way gets its answer (a thousand Models created at once, judged while a loaded API
+        server is slow to answer the first read, would each ask again, several times)."""
+        key = (namespace, name)
+        reading = self._reading.get(key)
+        if reading is None:
+            reading = asyncio.ensure_future(self._read_configmap(namespace, name))
+            self._reading[key] = reading
+            reading.add_done_callback(lambda done: self._read_done(key, done))
+        return await asyncio.shield(reading)
+
+    def _read_done(self, key: tuple[str, str], done: asyncio.Future[ConfigMapRead]) -> None:
+        if self._reading.get(key) is done:
+            del self._reading[key]
+        if not done.cancelled():
+            done.exception()  # retrieved: every asker that still waits gets it
+
+    async def _read_configmap(self, namespace: str, name: str) -> ConfigMapRead:
         """Read from the API and keep it, unless the watch reported the ConfigMap while the read ran:
         the read may be older than the change it reported (a removed key), so the watch's copy stays.
 

@@ -172,3 +172,24 @@ async def test_full_mode_rereads_after_a_conflict_and_writes_from_the_fresh_copy
     assert kinds["AttestationVerified"]["status"] == "True" and second["status"]["phase"] == "Ready"
     assert reconciler.models[KEY]["metadata"]["resourceVersion"] == "8"
     await api.close()
+
+
+async def test_models_judged_alike_are_compared_without_recomputing_and_written_when_they_differ() -> None:
+    """The status of the first Model is computed; the others, with the same outcome, are compared
+    with it: one that already carries the verdict is not written, one that lost it is."""
+    api = RacingApi()
+    reconciler = conditions_mode(api)
+
+    def model(name: str, conditions: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"metadata": {"namespace": "default", "name": name, "generation": 1, "uid": name,
+                             "resourceVersion": "5"}, "spec": SPEC, "status": {"conditions": conditions}}  # fmt: skip
+
+    reconciler.remember(model("m", []))
+    await reconciler.reconcile(KEY)
+    [(_, applied)] = api.applies
+    reconciler.remember(model("carries", [llmkube_condition("Newer"), *applied["conditions"]]))
+    reconciler.remember(model("lost", [llmkube_condition("Newer")]))
+    await reconciler.reconcile(("default", "carries"))
+    await reconciler.reconcile(("default", "lost"))
+    assert [uid for uid, _ in api.applies] == ["m", "lost"]
+    await api.close()

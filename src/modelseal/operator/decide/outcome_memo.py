@@ -21,7 +21,6 @@ future is not kept (it may be admitted within the minute).
 from __future__ import annotations
 
 import asyncio
-import json
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
@@ -94,11 +93,17 @@ class OutcomeMemo:
     ) -> _Key | None:
         """The inputs as a key; None when the spec is not plain JSON (never kept, then)."""
         reference = annotations.get(ANNOTATION) if isinstance(annotations, Mapping) else None
-        try:
-            shape = json.dumps(spec, sort_keys=True, separators=(",", ":"))
-        except (TypeError, ValueError):
+        if not _plain(spec):
             return None
-        return (namespace, shape, repr(reference), id(trusted), id(attestation), int(now.timestamp() // 60))
+        # the repr of values parsed from JSON is equal only for equal values (in the same order)
+        return (
+            namespace,
+            repr(spec),
+            repr(reference),
+            id(trusted),
+            id(attestation),
+            int(now.timestamp() // 60),
+        )
 
     def get(
         self, key: _Key | None, trusted: ConfigMapRead | None, attestation: ConfigMapRead | None
@@ -125,3 +130,12 @@ class OutcomeMemo:
         self._items.move_to_end(key)
         while len(self._items) > self.size:
             self._items.popitem(last=False)
+
+
+def _plain(value: Any) -> bool:
+    """Whether ``value`` holds only what JSON parses to (whose repr tells values apart)."""
+    if isinstance(value, Mapping):
+        return all(isinstance(k, str) and _plain(v) for k, v in value.items())
+    if isinstance(value, list):
+        return all(_plain(v) for v in value)
+    return value is None or isinstance(value, str | int | float | bool)

@@ -24,12 +24,13 @@ from datetime import datetime
 from typing import Any
 
 from modelseal.errors import KubeError
+from modelseal.operator.decide.gate import GateOutcome
 from modelseal.operator.decide.judgement import Judgement, generation_of, uid_of
 from modelseal.operator.kube.api import KubeApi, StatusConflictError
 from modelseal.operator.metrics import OperatorMetrics
 from modelseal.operator.settings import StatusMode
 from modelseal.operator.status.conditions import desired_status
-from modelseal.operator.status.modes import StatusWriter, leftovers, phase_writers
+from modelseal.operator.status.modes import StatusWriter, comparable, leftovers, phase_writers
 from modelseal.text import printable
 
 __all__ = ["ModelStatus"]
@@ -37,6 +38,7 @@ __all__ = ["ModelStatus"]
 _logger = logging.getLogger(__name__)
 _ATTEMPTS = 5  # a write that races LLMKube's is recomputed from a fresh read this often
 _FLIPS = 3  # full mode: the phase changed under modelseal this often, so another controller writes it
+_WANTED = 4096  # outcomes whose status is remembered (Models sharing an outcome share one)
 
 ModelKey = tuple[str, str]
 
@@ -50,6 +52,8 @@ class ModelStatus:
         self.contested: dict[ModelKey, str] = {}  # full mode: Models whose phase another controller writes
         self._phase_written: dict[ModelKey, str] = {}
         self._flips: dict[ModelKey, int] = {}
+        #: conditions mode: (id of an outcome, generation) -> (that outcome, what modelseal writes of it)
+        self._wanted: dict[tuple[int, int], tuple[GateOutcome | None, tuple[Any, ...]]] = {}
 
     def forget(self, key: ModelKey) -> None:
         for kept in (self.contested, self._phase_written, self._flips):
@@ -115,9 +119,20 @@ class ModelStatus:
     ) -> None:
         """Conditions mode: apply modelseal's conditions if they changed; keep the Model as written."""
         generation, uid, status = generation_of(model), uid_of(model), model["status"]
+        # what modelseal writes follows from the outcome and the generation alone when there is no
+        # source check or publication: a Model judged as others were is compared without recomputing
+        plain = judged.source is None and judged.publication is None and "prefetchOCI" not in status
+        wanted = self._wanted.get((id(judged.outcome), generation)) if plain else None
+        if wanted is not None and wanted[0] is judged.outcome and wanted[1] == comparable(status):
+            return
         view = self.writer.view(status)
         decided = desired_status(view, generation, judged.outcome, now, judged.publication, judged.source)
-        applied = self.writer.applied(status, self.writer.desired(status, decided, generation, now))
+        desired = self.writer.desired(status, decided, generation, now)
+        if plain:
+            if len(self._wanted) >= _WANTED:
+                self._wanted.clear()
+            self._wanted[(id(judged.outcome), generation)] = (judged.outcome, comparable(desired))
+        applied = self.writer.applied(status, desired)
         if applied is None:
             return
         try:

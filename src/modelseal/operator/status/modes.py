@@ -47,7 +47,7 @@ from modelseal.operator.status.conditions import (
     transitions,
 )
 
-__all__ = ["FIELD_MANAGER", "PREFIX", "PUBLISHED", "StatusWriter", "leftovers", "phase_writers"]
+__all__ = ["FIELD_MANAGER", "PREFIX", "PUBLISHED", "StatusWriter", "comparable", "leftovers", "phase_writers"]
 
 PREFIX = "modelseal.dev/"
 PUBLISHED = "Published"
@@ -163,7 +163,7 @@ class StatusWriter:
     def applied(status: Mapping[str, Any], desired: Mapping[str, Any]) -> dict[str, Any] | None:
         """Conditions mode: the status modelseal applies (its conditions and ``prefetchOCI``), or
         None when none of them changed."""
-        if _comparable(status) == _comparable(desired):
+        if comparable(status) == comparable(desired):
             return None
         mine = [c for c in condition_list(desired) if c["type"].startswith(PREFIX)]
         out: dict[str, Any] = {"conditions": mine} if mine else {}  # none: what was applied goes
@@ -174,7 +174,7 @@ class StatusWriter:
     @staticmethod
     def _conditions_patch(status: Mapping[str, Any], desired: Mapping[str, Any]) -> dict[str, Any] | None:
         """Conditions mode: our conditions and ``prefetchOCI``, or None when none of them changed."""
-        if _comparable(status) == _comparable(desired):
+        if comparable(status) == comparable(desired):
             return None
         patch: dict[str, Any] = {"conditions": desired["conditions"]}
         if "prefetchOCI" in desired:
@@ -187,7 +187,7 @@ class StatusWriter:
         return {"status": patch}
 
 
-def _comparable(status: Mapping[str, Any]) -> tuple[Any, ...]:
+def comparable(status: Mapping[str, Any]) -> tuple[Any, ...]:
     """Only what conditions mode writes: our conditions (without times) and prefetchOCI."""
     ours = sorted(
         (c["type"], c.get("status"), c.get("reason"), c.get("message"), c.get("observedGeneration"))
