@@ -3,38 +3,26 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
-from typing import Any
 
 from modelseal.operator.decide.gate import ConfigMapRead
-from modelseal.operator.kube.api import KubeApi
 from modelseal.operator.reconciler import Reconciler
 from tests.conftest import FIXTURE_NOW, FIXTURE_SHA256
 from tests.operator.cluster import ENFORCE, OPERATOR_PUB, socair_envelope
+from tests.operator.test_reconciler import RecordingApi
 
 
-class SlowApi(KubeApi):
+class SlowApi(RecordingApi):
     """An API server slow to answer a ConfigMap read (a loaded one): each read waits for ``answer``."""
 
     def __init__(self) -> None:
-        super().__init__("http://127.0.0.1:9")
-        self.reads: list[str] = []
+        super().__init__({("default", "socair-trusted-keys"): ConfigMapRead({"operator.pub": OPERATOR_PUB}),
+                          ("default", "att"): ConfigMapRead({"a.json": socair_envelope("authorized").decode()})})  # fmt: skip
         self.answer = asyncio.Event()
-        self.maps = {"socair-trusted-keys": {"operator.pub": OPERATOR_PUB},
-                     "att": {"a.json": socair_envelope("authorized").decode()}}  # fmt: skip
 
     async def read_configmap(self, namespace: str, name: str) -> ConfigMapRead:
-        self.reads.append(name)
+        read = await super().read_configmap(namespace, name)
         await self.answer.wait()
-        return ConfigMapRead(self.maps[name])
-
-    async def patch_model_status(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
-        pass
-
-    async def post_event(
-        self, model: Mapping[str, Any], kind: str, reason: str, message: str, now: Any
-    ) -> None:
-        pass
+        return read
 
 
 async def test_models_judged_while_a_read_is_under_way_share_it() -> None:
@@ -50,9 +38,12 @@ async def test_models_judged_while_a_read_is_under_way_share_it() -> None:
         await asyncio.sleep(0)
     api.answer.set()
     await judging
-    assert sorted(api.reads) == ["att", "socair-trusted-keys"]  # one each, for forty Models
+    assert sorted(name for _, name in api.reads) == [
+        "att",
+        "socair-trusted-keys",
+    ]  # one each, for forty Models
     assert all(v.admitted for v in reconciler.verdicts.values()) and len(reconciler.verdicts) == 40
     # a later read (a recheck) asks the API again
     await reconciler.read_configmap("default", "att")
-    assert api.reads.count("att") == 2
+    assert api.reads.count(("default", "att")) == 2
     await api.close()
