@@ -114,6 +114,7 @@ async def models_at_scale(admin: Kube, spaces: list[Models], controllers: list[C
     await asyncio.wait_for(watching, 3600)
     for c in controllers:
         c.written = {key: seen - started for key, seen in c.written.items()}
+        c.created = created
     return created
 
 

@@ -73,6 +73,7 @@ class Controller:
     cpu: float = 0.0
     rss: float = 0.0
     requests: Counter[str] = field(default_factory=Counter)
+    created: float = 0.0  # when the last Model was created (seconds after the first)
 
     def written_by(self, share: float) -> str:
         """When ``share`` of its Models had been written (how many, if they never were)."""
@@ -80,6 +81,12 @@ class Controller:
         if len(self.written) < needed:
             return f"{len(self.written)}/{self.count}"
         return f"{sorted(self.written.values())[needed - 1]:.1f} s"
+
+    def after_creation(self) -> str:
+        """How long after the last creation every Model was written."""
+        if len(self.written) < self.count:
+            return "-"
+        return f"{max(self.written.values()) - self.created:.1f} s"
 
     def status_writes(self, conflicts: bool = False) -> int:
         """Its writes of Model status (``conflicts``: those refused with 409)."""
@@ -98,6 +105,7 @@ COLUMNS: list[tuple[str, Callable[[Controller], str]]] = [
     ("Models", lambda c: f"{c.count}"),
     ("half the Models written", lambda c: c.written_by(0.5)),
     ("every Model written", lambda c: c.written_by(1.0)),
+    ("... after the last creation", lambda c: c.after_creation()),
     ("CPU", lambda c: f"{c.cpu:.1f} s"),
     ("CPU per Model", lambda c: f"{c.cpu / c.count * 1000:.1f} ms"),
     ("peak RSS", lambda c: f"{c.rss:.1f} MiB"),

@@ -4,7 +4,9 @@ A reconcile's wall time includes its waits (an API request, a signature checked 
 another Model's evaluation of the same inputs), while the event loop runs other Models; the
 decision time leaves those out, so it is the CPU that judging a Model and comparing its status
 cost (``modelseal_decision_seconds``). A reconcile starts a :class:`Clock` for its task; the
-waits (:func:`waiting`) are subtracted from the clock of the task they happen in.
+waits (:func:`waiting`) are subtracted from the clock of the task they happen in. Both count the
+event loop thread's CPU time (``time.thread_time``), so a process kept off the CPU (two cores
+shared with the API server) is not counted as deciding either.
 """
 
 from __future__ import annotations
@@ -23,21 +25,21 @@ class Clock:
     """The decision time of the reconcile running in this task, from now."""
 
     def __init__(self) -> None:
-        self.started = time.perf_counter()
+        self.started = time.thread_time()
         self.waited = 0.0
         _running.set(self)
 
     def decided(self) -> float:
         """Seconds since the start, less the waits."""
-        return max(0.0, time.perf_counter() - self.started - self.waited)
+        return max(0.0, time.thread_time() - self.started - self.waited)
 
 
 @contextmanager
 def waiting() -> Iterator[None]:
     """A wait of the reconcile running in this task (none: nothing is counted)."""
-    clock, started = _running.get(), time.perf_counter()
+    clock, started = _running.get(), time.thread_time()
     try:
         yield
     finally:
         if clock is not None:
-            clock.waited += time.perf_counter() - started
+            clock.waited += time.thread_time() - started

@@ -19,6 +19,7 @@ refreshed once per recheck pass.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 from collections.abc import Awaitable, Callable, Hashable, Mapping
 from dataclasses import replace
@@ -38,6 +39,7 @@ from modelseal.operator.decide.gate import (
 from modelseal.operator.decide.judgement import Judgement, generation_of, internal_error
 from modelseal.operator.decide.outcome_memo import OutcomeMemo
 from modelseal.operator.decide.verdict_cache import VerdictCache
+from modelseal.operator.decision_clock import waiting
 from modelseal.operator.kube.api import KubeApi
 from modelseal.operator.metrics import OperatorMetrics
 from modelseal.operator.prefetch.publication import Publication
@@ -98,11 +100,13 @@ class ModelJudge:
         server is slow to answer the first read, would each ask again, several times)."""
         key = (namespace, name)
         reading = self._reading.get(key)
-        if reading is None:
-            reading = asyncio.ensure_future(self._read_configmap(namespace, name))
+        if reading is None:  # in a context of its own: its wait is each asker's (decision_clock)
+            loop = asyncio.get_running_loop()
+            reading = loop.create_task(self._read_configmap(namespace, name), context=contextvars.Context())
             self._reading[key] = reading
             reading.add_done_callback(lambda done: self._read_done(key, done))
-        return await asyncio.shield(reading)
+        with waiting():
+            return await asyncio.shield(reading)
 
     def _read_done(self, key: tuple[str, str], done: asyncio.Future[ConfigMapRead]) -> None:
         if self._reading.get(key) is done:
