@@ -32,7 +32,10 @@ async def scrape(port: int) -> dict[str, float]:
     for line in text.splitlines():
         name, _, value = line.partition(" ")
         if line and not line.startswith("#") and "{" not in name:
-            out[name] = float(value)
+            try:
+                out[name] = float(value)
+            except ValueError:  # not an exposition (an error page): asked again
+                return {}
     return out
 
 

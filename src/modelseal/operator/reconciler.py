@@ -35,7 +35,7 @@ from modelseal.operator.kube.api import KubeApi
 from modelseal.operator.metrics import OperatorMetrics
 from modelseal.operator.model_judge import ModelJudge
 from modelseal.operator.prefetch.publication import FAILED
-from modelseal.operator.settings import OperatorSettings
+from modelseal.operator.settings import OperatorSettings, StatusMode
 from modelseal.operator.status.model_status import ModelStatus
 
 __all__ = ["ModelKey", "Reconciler"]
@@ -82,7 +82,8 @@ class Reconciler(ModelJudge):
         super().__init__(
             settings, api, metrics or OperatorMetrics(), cache or VerdictCache(), self._judge_again
         )
-        self.metrics.phases = lambda: [m["status"].get("phase") for m in self.models.values()]
+        # scraped from the metrics server's thread: the Models copied at once (under the GIL) first
+        self.metrics.phases = lambda: [m["status"].get("phase") for m in list(self.models.values())]
         self.clock = clock
         self.models: dict[ModelKey, dict[str, Any]] = {}
         self.checked: dict[ModelKey, _Checked] = {}
@@ -116,6 +117,8 @@ class Reconciler(ModelJudge):
         key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
         model = {"metadata": dict(meta), "spec": dict(body.get("spec") or {}),
                  "status": dict(body.get("status") or {})}  # fmt: skip
+        if self.settings.model_status is StatusMode.CONDITIONS:  # read in full mode only: 8 KB a Model
+            model["metadata"].pop("managedFields", None)
         previous = self.models.get(key)
         if previous is not None and uid_of(previous) != uid_of(model):
             self._drop(key)  # another object of the same name: nothing known of the old one is its
