@@ -30,3 +30,4 @@ def test_configure_builds_no_essence_per_event() -> None:
     storage = settings.persistence.diffbase_storage
     assert storage.build(body=body) is None and storage.fetch(body=body) is None
     assert settings.posting.enabled is False and settings.scanning.disabled is True
+    assert settings.watching.chunk_size == 500  # lists read in pages
