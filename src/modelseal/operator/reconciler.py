@@ -27,7 +27,7 @@ from modelseal.operator.admission.decision import ModelVerdict
 from modelseal.operator.admission.eviction import Evictions
 from modelseal.operator.admission.service_index import ServiceIndex
 from modelseal.operator.decide.gate import ConfigMapRead, GateOutcome, referenced_configmap
-from modelseal.operator.decide.judgement import generation_of, uid_of, unexpected
+from modelseal.operator.decide.judgement import generation_of, older, uid_of, unexpected
 from modelseal.operator.decide.reference import annotation_value
 from modelseal.operator.decide.verdict_cache import VerdictCache
 from modelseal.operator.decision_clock import Clock
@@ -47,14 +47,6 @@ ModelKey = tuple[str, str]
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
-
-
-def _older(model: Mapping[str, Any], than: Mapping[str, Any]) -> bool:
-    """Whether ``model`` is an older version than ``than`` (resourceVersions are comparable integers
-    since Kubernetes v1.35; anything else is taken as newer)."""
-    new, old = model["metadata"].get("resourceVersion"), than["metadata"].get("resourceVersion")
-    digits = isinstance(new, str) and isinstance(old, str) and new.isdigit() and old.isdigit()
-    return digits and int(str(new)) < int(str(old))
 
 
 @dataclass
@@ -122,7 +114,7 @@ class Reconciler(ModelJudge):
         previous = self.models.get(key)
         if previous is not None and uid_of(previous) != uid_of(model):
             self._drop(key)  # another object of the same name: nothing known of the old one is its
-        elif previous is not None and _older(model, previous):
+        elif previous is not None and older(model, previous):
             return key  # a watch event older than the Model a write returned: the newer copy stays
         self.models[key] = model
         return key
