@@ -177,6 +177,7 @@ def test_the_documented_steps_give_the_operator_its_secret_and_the_api_server_it
     # every webhook trusts the CA, and the certificate the operator serves from the Secret is trusted
     # by it for the Service's name, as the API server checks it
     ca = (tmp_path / MINE / "ca.crt").read_bytes()
+    assert ca.startswith(b"-----BEGIN CERTIFICATE") and b"PRIVATE KEY" not in ca  # decoded, as caBundle is
     bundles = {
         hook["clientConfig"]["caBundle"]
         for kind in WEBHOOKS
