@@ -119,9 +119,22 @@ def _rotate(kubeconfig: Path, work: Path, applied: Applied) -> None:
 def _stored(kubeconfig: Path, applied: Applied) -> None:
     for what in ("validatingwebhookconfiguration/modelseal", "mutatingwebhookconfiguration/modelseal",
                  "secret/modelseal-webhook-tls"):  # fmt: skip
-        got = kubectl(kubeconfig, "-n", "modelseal-system", "get", what, "-o", "json")
+        got = kubectl(
+            kubeconfig, "-n", "modelseal-system", "get", what, "-o", "json", "--show-managed-fields"
+        )
         assert got.returncode == 0, got.stderr
         applied.stored[what.split("/")[0]] = json.loads(got.stdout)
+    # the CA's carrier (my-webhook's secretGenerator, local-config) was never sent, in any namespace
+    carrier = kubectl(
+        kubeconfig,
+        "get",
+        "secrets",
+        "-A",
+        "--field-selector=metadata.name=modelseal-webhook-ca",
+        "-o",
+        "name",
+    )
+    assert carrier.returncode == 0 and not carrier.stdout.strip(), carrier.stdout + carrier.stderr
 
 
 def apply_overlays(kubeconfig: Path, scratch: Path, *, llmkube: bool) -> Applied:
