@@ -165,14 +165,19 @@ def test_the_webhooks_limits_fit_the_operators_memory() -> None:
     assert held <= memory_limit(found["container"]) // 2, held
 
 
-def write_documented_overlay(folder: Path, deploy: Path = DEPLOY, overlay: str = "llmkube") -> Path:
+def write_documented_overlay(
+    folder: Path, deploy: Path = DEPLOY, overlay: str = "llmkube", base: Path | None = None
+) -> Path:
     """The overlay docs/beside-llmkube.md tells users to write for the NetworkPolicy, written to
     ``folder`` with ``deploy`` where the page names ``../modelseal/deploy`` (and ``overlay`` for
-    its llmkube overlay)."""
+    its llmkube overlay, or the folder ``base`` in its place: the user's own over it)."""
     page = (ROOT / "docs" / "beside-llmkube.md").read_text()
     [block] = [b.split("\n", 1)[1] for b in page.split("```")[1::2]
                if b.startswith("yaml") and "components/webhook-networkpolicy" in b]  # fmt: skip
-    text = block.replace("/overlays/llmkube]", f"/overlays/{overlay}]")
+    resource = "[../modelseal/deploy/overlays/llmkube]"
+    assert resource in block
+    into = f"[{os.path.relpath(base, folder)}]" if base else resource.replace("/llmkube]", f"/{overlay}]")
+    text = block.replace(resource, into)
     (folder / "kustomization.yaml").write_text(
         text.replace("../modelseal/deploy", os.path.relpath(deploy, folder))
     )
