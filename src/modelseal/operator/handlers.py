@@ -76,7 +76,10 @@ def build_registry(
             else (kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs))
         )
         if info is not None:
-            reconciler.use_api(KubeApi.from_connection_info(info))
+            api = KubeApi.from_connection_info(info)
+            if replicas is not None:
+                replicas.adopt(api)
+            reconciler.use_api(api)
         return info
 
     @kopf.on.startup(registry=registry)

@@ -280,3 +280,56 @@ async def test_a_candidate_wakes_when_what_it_saw_expires() -> None:
     assert b.elector.pause() == pytest.approx(1.51)
     b.now = 1.0
     assert b.elector.pause() == 2.0
+
+
+async def test_the_loop_on_a_fast_clock_one_leads_and_the_other_takes_over_after_a_crash() -> None:
+    """run() itself, on real time with a fiftieth of client-go's timings."""
+    from modelseal.operator.replicas.elector import Timings
+
+    fast = Timings(lease=0.3, renew=0.2, retry=0.04, jitter=0.2)
+    api = FakeApi()
+    clients = {name: api.client() for name in ("pod-a", "pod-b")}
+    electors = {name: Elector(LEASE, name, lambda c=c: c, timings=fast)  # type: ignore[misc]
+                for name, c in clients.items()}  # fmt: skip
+    tasks = {name: asyncio.create_task(e.run()) for name, e in electors.items()}
+    await asyncio.sleep(0.5)
+    leaders = [n for n, e in electors.items() if e.leads()]
+    assert len(leaders) == 1
+    (leader,) = leaders
+    (other,) = set(electors) - {leader}
+    tasks[leader].cancel()  # a crash: no release
+    crashed = asyncio.get_running_loop().time()
+    while not electors[other].leads():
+        await asyncio.sleep(0.005)
+    took = asyncio.get_running_loop().time() - crashed
+    assert 0.3 - 0.04 - 0.01 <= took <= 1.0, took  # its lease, from the last change it saw (never earlier)
+    assert not electors[leader].leads()  # its deadline passed long before
+    tasks[other].cancel()
+    await electors[other].release()
+    assert spec(api)["holderIdentity"] == ""
+
+
+async def test_an_unexpected_error_in_a_round_stops_writing_and_the_loop_goes_on(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from modelseal.operator.replicas.elector import Timings
+
+    api = FakeApi()
+    client = api.client()
+    elector = Elector(LEASE, "pod-a", lambda: client, timings=Timings(lease=0.3, renew=0.2, retry=0.02))
+    task = asyncio.create_task(elector.run())
+    while not elector.leads():
+        await asyncio.sleep(0.005)
+    rounds = 0
+
+    async def broken() -> bool:
+        nonlocal rounds
+        rounds += 1
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(elector, "try_once", broken)
+    while rounds < 3:
+        await asyncio.sleep(0.005)
+    assert not elector.leads()
+    assert "the election round failed" in caplog.text
+    task.cancel()

@@ -88,6 +88,10 @@ class KubeClient:
         write them), and ``insecure-skip-tls-verify`` is honoured as kopf honours it."""
         return cls(info.server, token=info.token, tls=info.as_ssl_context(), insecure=bool(info.insecure))
 
+    def identify(self, identity: str) -> None:
+        """Name this replica in the User-Agent of every request (the API server's audit log shows it)."""
+        self._client.headers["User-Agent"] = f"modelseal-operator ({identity})"
+
     async def close(self) -> None:
         """Close the connection pool."""
         await self._client.aclose()

@@ -192,7 +192,11 @@ class Elector:
     async def run(self) -> None:
         """Take part until cancelled."""
         while True:
-            await self.try_once()
+            try:
+                await self.try_once()
+            except Exception:  # a bug, not the API: fail closed (stop writing) and go on trying
+                self._stop("an unexpected error in the election")
+                _logger.exception("%s: the election round failed", self.where)
             self.check()
             await asyncio.sleep(self.pause())
             self.check()
@@ -207,7 +211,13 @@ class Elector:
         now = micro_time(self._wall())
         record = LeaseRecord("", 1, now, now, lease.record.transitions)
         try:
-            await update_lease(client, lease, record)
+            try:
+                await update_lease(client, lease, record)
+            except LeaseConflictError:  # a renewal cancelled after it was sent: read what it wrote
+                fresh = await read_lease(client, self.namespace, self.name)
+                if fresh is None or fresh.record.holder != self.identity:
+                    return
+                await update_lease(client, fresh, record)
         except KubeError as e:
             _logger.warning("%s: not released: %s", self.where, e)
             return

@@ -79,6 +79,9 @@ class Readiness:
     async def run(self) -> None:
         """List, then wait for the watches to show everything listed; return once ready."""
         while True:
+            if self._client() is None:  # kopf logs in first
+                await asyncio.sleep(self._poll)
+                continue
             try:
                 models, services = await self._lists()
             except KubeError as e:

@@ -61,6 +61,11 @@ class Replication:
             ReadinessEndpoint(where.host, where.port, where.path, self.state) if where is not None else None
         )
 
+    def adopt(self, client: KubeClient) -> None:
+        """A client made at login: with leader election, it names this replica to the API server."""
+        if self.elector is not None:
+            client.identify(self.settings.identity)
+
     def _client(self) -> KubeClient | None:
         return self.reconciler.api
 
