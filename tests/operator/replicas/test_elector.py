@@ -333,3 +333,16 @@ async def test_an_unexpected_error_in_a_round_stops_writing_and_the_loop_goes_on
     assert not elector.leads()
     assert "the election round failed" in caplog.text
     task.cancel()
+
+
+def test_the_deadline_clock_counts_suspended_time() -> None:
+    """CLOCK_BOOTTIME, where the machine has it: time.monotonic stops while a VM is suspended."""
+    import time
+
+    from modelseal.operator.replicas.elector import STEADY
+
+    if hasattr(time, "CLOCK_BOOTTIME"):
+        assert abs(STEADY() - time.clock_gettime(time.CLOCK_BOOTTIME)) < 1.0
+    else:
+        assert STEADY is time.monotonic
+    assert STEADY() <= STEADY()

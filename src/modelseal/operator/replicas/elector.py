@@ -12,7 +12,8 @@ candidate.
 
 The holder writes only until its renew deadline: :data:`Timings.renew` seconds
 after the start of its last successful renewal, checked by the monotonic clock
-before every write (:meth:`Elector.leads`), not only in this loop. Since every
+before every write (:meth:`Elector.leads`), not only in this loop; that clock counts time the
+machine spent suspended (``CLOCK_BOOTTIME``), so a paused leader wakes up past its deadline. Since every
 other replica waits ``lease`` seconds from a change it saw after that renewal
 started, the holder has stopped writing at least ``lease - renew`` seconds before
 anyone else may start. A record that names someone else stops it at once. On an
@@ -47,7 +48,7 @@ from modelseal.operator.kube.lease import (
 )
 from modelseal.text import one_line
 
-__all__ = ["CLIENT_GO", "Elector", "Timings"]
+__all__ = ["CLIENT_GO", "STEADY", "Elector", "Timings"]
 
 _logger = logging.getLogger(__name__)
 
@@ -70,6 +71,16 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+def _boottime() -> float:
+    """Seconds on a clock that never goes back and, unlike ``time.monotonic`` on Linux, counts the
+    time the machine was suspended: a leader whose VM was paused past its deadline must not wake up
+    believing it still leads."""
+    return time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
+STEADY: Callable[[], float] = _boottime if hasattr(time, "CLOCK_BOOTTIME") else time.monotonic
+
+
 class Elector:
     """One replica's part in the election for one Lease."""
 
@@ -81,7 +92,7 @@ class Elector:
         *,
         timings: Timings = CLIENT_GO,
         on_lead: Callable[[], None] = lambda: None,
-        monotonic: Callable[[], float] = time.monotonic,
+        monotonic: Callable[[], float] = STEADY,
         wall: Callable[[], datetime] = _utcnow,
         rng: Callable[[], float] = random.random,
     ) -> None:
