@@ -6,7 +6,8 @@ The times are carried as the text the holder wrote and never compared with this
 replica's clock (:mod:`modelseal.operator.replicas.elector` times a holder by
 when it saw the record change). A field of the wrong type makes the record
 ``malformed``: it is read as held by someone unknown, never as free. The body is
-capped far below the object cap: a Lease's spec is a few hundred bytes.
+capped below the object cap, and every request has :data:`TIMEOUT` (an API server that hangs
+is a failed round, not one that outlasts the renew deadline).
 
 An update carries the ``resourceVersion`` it was computed from, so of two
 replicas racing for the Lease one gets 409 (:class:`LeaseConflictError`) and
@@ -28,6 +29,7 @@ from modelseal.text import one_line
 
 __all__ = [
     "LEASE_LIMIT",
+    "TIMEOUT",
     "Lease",
     "LeaseConflictError",
     "LeaseRecord",
@@ -37,7 +39,8 @@ __all__ = [
     "update_lease",
 ]
 
-LEASE_LIMIT = 64 * 1024
+LEASE_LIMIT = 1024 * 1024  # the API server caps annotations at 256 KiB; a spec is a few hundred bytes
+TIMEOUT = 5.0
 _LEASES = "/apis/coordination.k8s.io/v1"
 _UNKNOWN = "(unreadable holderIdentity)"
 
@@ -150,13 +153,15 @@ def _refused(doing: str, r: Reply) -> KubeError:
     return KubeError(f"{doing}: {one_line(str(message or f'HTTP {r.status_code}'), 300)}")
 
 
-async def read_lease(client: KubeClient, namespace: str, name: str) -> Lease | None:
+async def read_lease(
+    client: KubeClient, namespace: str, name: str, *, timeout: float = TIMEOUT
+) -> Lease | None:
     """The Lease, or None when there is none.
 
     Raises:
         KubeError: the API refused, failed, or answered more than :data:`LEASE_LIMIT` bytes.
     """
-    r = await client._call("GET", _path(namespace, name), limit=LEASE_LIMIT)
+    r = await client._call("GET", _path(namespace, name), limit=LEASE_LIMIT, timeout=timeout)
     if r.status_code == 404:
         return None
     if r.status_code != 200:
@@ -164,7 +169,9 @@ async def read_lease(client: KubeClient, namespace: str, name: str) -> Lease | N
     return _lease(r, namespace, name)
 
 
-async def create_lease(client: KubeClient, namespace: str, name: str, record: LeaseRecord) -> Lease:
+async def create_lease(
+    client: KubeClient, namespace: str, name: str, record: LeaseRecord, *, timeout: float = TIMEOUT
+) -> Lease:
     """Create the Lease holding ``record``.
 
     Raises:
@@ -174,7 +181,7 @@ async def create_lease(client: KubeClient, namespace: str, name: str, record: Le
     body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
             "metadata": {"name": name, "namespace": namespace}, "spec": record.spec()}  # fmt: skip
     r = await client._call("POST", _path(namespace), limit=LEASE_LIMIT, fenced=False, json=body,
-                           params={"fieldManager": FIELD_MANAGER})  # fmt: skip
+                           params={"fieldManager": FIELD_MANAGER}, timeout=timeout)  # fmt: skip
     if r.status_code == 409:
         raise LeaseConflictError(f"create Lease {namespace}/{name}: another replica created it first")
     if r.status_code not in (200, 201):
@@ -182,7 +189,9 @@ async def create_lease(client: KubeClient, namespace: str, name: str, record: Le
     return _lease(r, namespace, name)
 
 
-async def update_lease(client: KubeClient, lease: Lease, record: LeaseRecord) -> Lease:
+async def update_lease(
+    client: KubeClient, lease: Lease, record: LeaseRecord, *, timeout: float = TIMEOUT
+) -> Lease:
     """Replace ``lease``'s record with ``record``, if the Lease is still the version read.
 
     Raises:
@@ -191,7 +200,8 @@ async def update_lease(client: KubeClient, lease: Lease, record: LeaseRecord) ->
     """
     where = f"Lease {lease.namespace}/{lease.name}"
     r = await client._call("PUT", _path(lease.namespace, lease.name), limit=LEASE_LIMIT, fenced=False,
-                           json=lease.body(record), params={"fieldManager": FIELD_MANAGER})  # fmt: skip
+                           json=lease.body(record), params={"fieldManager": FIELD_MANAGER},
+                           timeout=timeout)  # fmt: skip
     if r.status_code in (404, 409):
         raise LeaseConflictError(f"update {where}: it changed since it was read")
     if r.status_code != 200:
