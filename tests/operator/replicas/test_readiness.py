@@ -13,8 +13,7 @@ import pytest
 from modelseal.operator.handlers import namespace_scope
 from modelseal.operator.kube.listing import PAGE
 from modelseal.operator.replicas import readiness as readiness_module
-from modelseal.operator.replicas.probe import ReadinessEndpoint
-from modelseal.operator.replicas.readiness import RELIST, Readiness
+from modelseal.operator.replicas.readiness import RELIST, Readiness, ReadinessEndpoint
 from modelseal.operator.settings import GROUP, VERSION
 from tests.operator.replicas.fake_api import FakeApi
 

@@ -9,7 +9,8 @@ between the list and the watch would never be shown: while some are missing,
 the list is read again every :data:`RELIST` seconds and what it no longer holds
 is not waited for. Once ready, a replica stays ready: a watch that restarts
 resumes from what it knew, and the verdicts it answers from stay.
-Being ready does not depend on leading.
+Being ready does not depend on leading. :class:`ReadinessEndpoint` serves it (``--readiness``):
+200 ``ready``, else 503 with the reason in one line; any other path is 404.
 """
 
 from __future__ import annotations
@@ -19,12 +20,14 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
+from aiohttp import web
+
 from modelseal.errors import KubeError
 from modelseal.operator.kube.client import KubeClient
 from modelseal.operator.kube.listing import Listed, list_objects
 from modelseal.operator.settings import GROUP, PLURAL, SERVICES, VERSION
 
-__all__ = ["RELIST", "Readiness"]
+__all__ = ["RELIST", "Readiness", "ReadinessEndpoint"]
 
 _logger = logging.getLogger(__name__)
 _PREFIX = f"/apis/{GROUP}/{VERSION}"
@@ -119,3 +122,39 @@ class Readiness:
                 listed_at = self._monotonic()
                 continue
             await asyncio.sleep(self._poll)
+
+
+class ReadinessEndpoint:
+    """Serves ``state()`` (ready, reason) at ``http://host:port/path``."""
+
+    def __init__(self, host: str, port: int, path: str, state: Callable[[], tuple[bool, str]]) -> None:
+        self.host, self.port, self.path = host, port, path
+        self._state = state
+        self._runner: web.AppRunner | None = None
+
+    async def _answer(self, _request: web.Request) -> web.Response:
+        ready, reason = self._state()
+        return web.Response(status=200 if ready else 503, text=("ready" if ready else reason) + "\n")
+
+    async def start(self) -> None:
+        """Listen.
+
+        Raises:
+            OSError: the address cannot be listened on.
+        """
+        app = web.Application()
+        app.router.add_get(self.path, self._answer)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await runner.setup()
+        try:
+            await web.TCPSite(runner, self.host, self.port).start()
+        except OSError:
+            await runner.cleanup()
+            raise
+        self._runner = runner
+        _logger.info("readiness endpoint listening on http://%s:%d%s", self.host, self.port, self.path)
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None

@@ -21,8 +21,7 @@ from modelseal.operator.metrics import OperatorMetrics
 from modelseal.operator.reconciler import Reconciler
 from modelseal.operator.replicas.elector import CLIENT_GO, Elector, Timings
 from modelseal.operator.replicas.flags import ReplicaSettings
-from modelseal.operator.replicas.probe import ReadinessEndpoint
-from modelseal.operator.replicas.readiness import Readiness
+from modelseal.operator.replicas.readiness import Readiness, ReadinessEndpoint
 
 __all__ = ["Replication"]
 
