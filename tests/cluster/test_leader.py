@@ -98,6 +98,9 @@ async def test_one_replica_writes_and_the_other_takes_over_after_a_sigkill(
         lease = await admin.get(LEASE)
         assert lease is not None and lease["spec"]["holderIdentity"] == other
         assert lease["spec"]["leaseTransitions"] >= 1
+        # both replicas write as one field manager: the status has one owner, whoever led
+        fields = (await models.model("admitted"))["metadata"]["managedFields"]
+        assert {f["manager"] for f in fields if f.get("subresource") == "status"} == {"modelseal"}, fields
         assert await ready(replicas[other])
         if control_plane.own:
             wrote = writers(control_plane, namespace, mark)
