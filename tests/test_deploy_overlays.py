@@ -235,7 +235,7 @@ def test_the_image_is_named_once(overlay: str, tmp_path: Path) -> None:
     assert {"name": "MODELSEAL_PUBLISHER_IMAGE", "value": container["image"]} in container["env"]
     assert {"name": "MODELSEAL_VERIFIER_IMAGE", "value": container["image"]} in container["env"]
     # what the operator makes of it: the image its webhook gives every serving Pod's verifier
-    env = {e["name"]: e["value"] for e in container["env"]}
+    env = {e["name"]: e["value"] for e in container["env"] if "value" in e}  # POD_NAME: the downward API
     args = build_parser().parse_args(container["args"])
     settings = OperatorSettings.from_flags(
         mode=args.model_attestation, trusted_keys=args.model_attestation_trusted_keys,

@@ -74,8 +74,9 @@ class OperatorProcess:
         self.folder = folder
         folder.mkdir(parents=True, exist_ok=True)
         self.kubeconfig = credentials.kubeconfig(folder / "operator.kubeconfig")
-        self.liveness = free_port()
-        self.flags = [*flags, "--metrics-port=0", f"--liveness=http://127.0.0.1:{self.liveness}/healthz"]
+        self.liveness, self.readiness = free_port(), free_port()
+        self.flags = [*flags, "--metrics-port=0", f"--liveness=http://127.0.0.1:{self.liveness}/healthz",
+                      f"--readiness=http://127.0.0.1:{self.readiness}/readyz"]  # fmt: skip
         self.log = folder / "operator.log"
         self.process: subprocess.Popen[bytes] | None = None
         self.starts = 0

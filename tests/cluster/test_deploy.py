@@ -117,8 +117,27 @@ async def test_what_was_applied_is_what_the_api_server_keeps(deployed: Applied, 
     secret = await admin.get("/api/v1/namespaces/modelseal-system/secrets/modelseal-webhook-tls")
     assert secret is not None and secret["type"] == "kubernetes.io/tls"
     assert set(secret["data"]) == {"tls.crt", "tls.key"}
-    for role in ("modelseal-operator", "modelseal-operator-evict"):
-        binding = await admin.get(f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{role}")
+    # two replicas, one writer: rolled one at a time, ready once synced, a disruption budget, the Lease Role
+    assert operator["spec"]["replicas"] == 2
+    assert operator["spec"]["strategy"] == {"type": "RollingUpdate",
+                                            "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}  # fmt: skip
+    assert "--leader-elect" in args
+    assert pod["containers"][0]["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "readyz",
+                                                                 "scheme": "HTTP"}  # fmt: skip
+    budget = await admin.get(
+        "/apis/policy/v1/namespaces/modelseal-system/poddisruptionbudgets/modelseal-operator"
+    )
+    assert budget is not None and budget["spec"]["minAvailable"] == 1
+    role = await admin.get(
+        "/apis/rbac.authorization.k8s.io/v1/namespaces/modelseal-system/roles/modelseal-operator-leader"
+    )
+    assert role is not None and role["rules"][0]["resourceNames"] == ["modelseal-operator"]
+    binding = await admin.get(
+        "/apis/rbac.authorization.k8s.io/v1/namespaces/modelseal-system/rolebindings/modelseal-operator-leader"
+    )
+    assert binding is not None and binding["subjects"][0]["name"] == "modelseal-operator"
+    for name in ("modelseal-operator", "modelseal-operator-evict"):
+        binding = await admin.get(f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{name}")
         assert binding is not None
         assert binding["subjects"] == [
             {"kind": "ServiceAccount", "name": "modelseal-operator", "namespace": "modelseal-system"}

@@ -9,6 +9,9 @@ revoked key keeps a Model Ready.
 Each Model is decided by :meth:`ModelJudge.judge
 <modelseal.operator.model_judge.ModelJudge.judge>`, which never raises. A
 status that cannot be written is retried with the refused Models.
+Every replica judges (the webhook answers from :attr:`Reconciler.verdicts`); only while
+:attr:`Reconciler.leads` does it write status, Events, evictions and Jobs (its API client
+refuses writes otherwise: :mod:`modelseal.operator.replicas`).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from modelseal.operator.decide.judgement import generation_of, uid_of, unexpecte
 from modelseal.operator.decide.reference import annotation_value
 from modelseal.operator.decide.verdict_cache import VerdictCache
 from modelseal.operator.kube.api import KubeApi
+from modelseal.operator.kube.client import NotLeaderError
 from modelseal.operator.metrics import OperatorMetrics
 from modelseal.operator.model_judge import ModelJudge
 from modelseal.operator.prefetch.publication import FAILED
@@ -46,6 +50,10 @@ ModelKey = tuple[str, str]
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def _always() -> bool:
+    return True
 
 
 @dataclass
@@ -85,11 +93,20 @@ class Reconciler(ModelJudge):
         self.verdicts: dict[ModelKey, ModelVerdict] = {}
         #: the InferenceServices the watch showed, for the webhook's Pods and for eviction
         self.services = ServiceIndex()
+        #: whether this replica writes now (leader election points it at the elector's deadline check)
+        self.leads: Callable[[], bool] = _always
+        self.publications.may_create = self._writes
+        if api is not None:
+            api.fence = self._writes
+
+    def _writes(self) -> bool:
+        return self.leads()
 
     def use_api(self, api: KubeApi) -> None:
         """Talk through ``api`` from now on (fresh credentials); the old client closes at the end."""
         if self.api is not None:
             self._retired.append(self.api)
+        api.fence = self._writes
         self.api = api
 
     async def close(self) -> None:
@@ -250,10 +267,16 @@ class Reconciler(ModelJudge):
             before = before if before is not None and before.uid == uid else None
             self.verdicts[key] = verdict = judged.verdict(generation_of(model), uid, annotation_value(model))
             try:
-                await self.status.write(self.api, key, model, judged, now, self._remember_fresh)
+                if self.leads():
+                    await self.status.write(self.api, key, model, judged, now, self._remember_fresh)
                 evict = self.settings.evict_on_revoke and self.evictions.due(key, before, blocked)
-                if evict and self._still(key, model):
+                if evict and not self.leads():
+                    self.evictions.pending.add(key)  # the leader's to do; looked at again if this one leads
+                elif evict and self._still(key, model):
                     await self.evictions.evict(self.api, key, model, verdict, now, self.services.using(*key))
+            except NotLeaderError:  # lost the Lease while writing: the leader's to do
+                blocked = True
+                self.evictions.pending.add(key)
             except Exception as e:
                 _logger.error(
                     "Model %s/%s: the status was not written: %s", key[0], key[1], unexpected(e, "writing")
@@ -279,9 +302,14 @@ class Reconciler(ModelJudge):
                 refused = checked is not None and checked.refused
                 if not refused or model is None or verdict is None or self.api is None:
                     continue
+                if not self.leads():
+                    self.evictions.pending.add(model_key)  # the leader's to do
+                    continue
                 users = self.services.using(*model_key)
                 try:
                     await self.evictions.evict(self.api, model_key, model, verdict, self.clock(), users)
+                except NotLeaderError:
+                    self.evictions.pending.add(model_key)
                 except Exception as e:  # the Model's next recheck looks again
                     _logger.error("InferenceService %s/%s: its Pods were not evicted: %s", key[0], key[1],
                                   unexpected(e, "evicting"))  # fmt: skip

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import ssl
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Self
 
@@ -19,11 +20,15 @@ import httpx
 
 from modelseal.errors import KubeError
 
-__all__ = ["LIST_LIMIT", "OBJECT_LIMIT", "KubeClient", "Reply"]
+__all__ = ["LIST_LIMIT", "OBJECT_LIMIT", "KubeClient", "NotLeaderError", "Reply"]
 
 OBJECT_LIMIT = 4 * 1024 * 1024
 LIST_LIMIT = 16 * 1024 * 1024
 _MESSAGE_LIMIT = 300
+
+
+class NotLeaderError(KubeError):
+    """A write was asked of a replica that does not lead now: nothing was sent."""
 
 
 @dataclass(frozen=True)
@@ -72,6 +77,8 @@ class KubeClient:
             timeout=30.0,
         )
         self.requests = 0
+        #: consulted before every request but a GET (leader election: whether this replica writes now)
+        self.fence: Callable[[], bool] | None = None
 
     @classmethod
     def from_connection_info(cls, info: Any) -> Self:
@@ -81,16 +88,26 @@ class KubeClient:
         write them), and ``insecure-skip-tls-verify`` is honoured as kopf honours it."""
         return cls(info.server, token=info.token, tls=info.as_ssl_context(), insecure=bool(info.insecure))
 
+    def identify(self, identity: str) -> None:
+        """Name this replica in the User-Agent of every request (the API server's audit log shows it)."""
+        self._client.headers["User-Agent"] = f"modelseal-operator ({identity})"
+
     async def close(self) -> None:
         """Close the connection pool."""
         await self._client.aclose()
 
-    async def _call(self, method: str, path: str, *, limit: int = OBJECT_LIMIT, **kwargs: Any) -> Reply:
-        """One request, its body streamed and refused past ``limit`` bytes (decoded).
+    async def _call(
+        self, method: str, path: str, *, limit: int = OBJECT_LIMIT, fenced: bool = True, **kwargs: Any
+    ) -> Reply:
+        """One request, its body streamed and refused past ``limit`` bytes (decoded). A write
+        (``fenced``: all but the Lease's own) is not sent while :attr:`fence` says no.
 
         Raises:
+            NotLeaderError: a write while this replica does not lead (nothing was sent).
             KubeError: unreachable, a broken response, or a body over ``limit``.
         """
+        if fenced and method != "GET" and self.fence is not None and not self.fence():
+            raise NotLeaderError(f"{method} {path}: not sent, this replica does not lead now")
         self.requests += 1
         try:
             async with self._client.stream(method, path, **kwargs) as r:
