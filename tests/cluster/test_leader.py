@@ -28,7 +28,7 @@ from tests.operator.cluster import phase
 pytestmark = [*CLUSTER, STANDALONE]
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/modelseal-system/leases"
 LEASE = f"{LEASES}/modelseal-operator"
-LEASE_SECONDS, RETRY = 15.0, 2.4  # client-go's lease; a candidate's longest wait between two reads
+LEASE_SECONDS, RETRY = 10.0, 1.8  # the operator's lease; a candidate's longest wait between two reads
 
 
 async def ready(process: OperatorProcess) -> bool:
@@ -72,7 +72,7 @@ async def test_one_replica_writes_and_the_other_takes_over_after_a_sigkill(
         lease = await admin.get(LEASE)
         assert lease is not None
         holder = lease["spec"]["holderIdentity"]
-        assert holder in replicas and lease["spec"]["leaseDurationSeconds"] == 15
+        assert holder in replicas and lease["spec"]["leaseDurationSeconds"] == 10
         shown = kubectl(
             control_plane.kubeconfig, "get", "lease", "-n", "modelseal-system", "modelseal-operator"
         )

@@ -19,7 +19,7 @@ from typing import Any
 from modelseal.operator.kube.client import KubeClient
 from modelseal.operator.metrics import OperatorMetrics
 from modelseal.operator.reconciler import Reconciler
-from modelseal.operator.replicas.elector import CLIENT_GO, Elector, Timings
+from modelseal.operator.replicas.elector import OPERATOR, Elector, Timings
 from modelseal.operator.replicas.flags import ReplicaSettings
 from modelseal.operator.replicas.readiness import Readiness, ReadinessEndpoint
 
@@ -39,7 +39,7 @@ class Replication:
         *,
         namespaces: Sequence[str] | None = None,
         watched: Callable[[str], bool] = lambda _: True,
-        timings: Timings = CLIENT_GO,
+        timings: Timings = OPERATOR,
     ) -> None:
         self.settings, self.reconciler = settings, reconciler
         self._tasks: set[asyncio.Task[None]] = set()
