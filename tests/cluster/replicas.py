@@ -35,7 +35,7 @@ import httpx
 
 from tests.cluster.kube import Kube, eventually
 from tests.cluster.models import enforce
-from tests.cluster.operator_process import OperatorProcess, free_port
+from tests.cluster.operator_process import OperatorProcess
 from tests.cluster.overlays import Applied
 from tests.cluster.webhooks import CONFIGURATIONS, MUTATING, pod
 
@@ -112,6 +112,8 @@ class EndpointPlayer:
     replicas: list[Replica] = field(default_factory=list)
     shown: list[tuple[str, bool]] | None = None
     changes: int = 0
+    refused: str = ""  # the API server's last refusal of the slice, shown by a failing test
+    probed: str = ""
 
     @property
     def _path(self) -> str:
@@ -121,9 +123,12 @@ class EndpointPlayer:
         if not replica.serving:
             return False
         try:
-            return (await client.get(replica.readiness)).status_code == 200
-        except httpx.HTTPError:
+            r = await client.get(replica.readiness)
+        except httpx.HTTPError as e:
+            self.probed = f"{replica.readiness}: {e!r}"
             return False
+        self.probed = f"{replica.readiness}: {r.status_code} {r.text.strip()}"
+        return r.status_code == 200
 
     async def _show(self, endpoints: list[tuple[str, bool]]) -> None:
         body = {
@@ -134,17 +139,24 @@ class EndpointPlayer:
             "endpoints": [{"addresses": [address], "conditions": {"ready": ready}} for address, ready in endpoints],
             "ports": [{"name": PORT_NAME, "port": WEBHOOK_PORT, "protocol": "TCP"}],
         }  # fmt: skip
-        if self.shown is None:
-            await self.admin.create(self._path, body)
-        else:
-            r = await self.admin.request("PUT", f"{self._path}/{SERVICE}", json=body)
-            if r.status_code != 200:  # a restarting API server: the next round shows it again
-                return
+        r = await self.admin.request("PUT", f"{self._path}/{SERVICE}", json=body)
+        if r.status_code == 404:
+            r = await self.admin.request("POST", self._path, json=body)
+        if r.status_code not in (200, 201):  # a restarting API server: the next round shows it again
+            self.refused = f"{r.status_code} {r.text[:500]}"
+            return
         self.shown = endpoints
         self.changes += 1
 
     async def run(self) -> None:
         """Probe every replica every half second; show the slice again when an answer changed."""
+        try:
+            await self._run()
+        except Exception as e:  # shown by the test that waits for a replica
+            self.refused = f"the player stopped: {e!r}"
+            raise
+
+    async def _run(self) -> None:
         async with httpx.AsyncClient(timeout=1.0) as client:
             while True:
                 found = [(r.address, await self._probe(client, r)) for r in list(self.replicas)]
@@ -228,13 +240,13 @@ class Replicas:
     async def add(self, identity: str) -> None:
         used = {r.address for _, r in self.running.values() if r.serving}
         address = next(a for a in self.addresses if a not in used)
-        replica = Replica(address, f"http://127.0.0.1:{free_port()}/readyz")
         cert, key = self.tls
         process = await self.start(enforce(
             self.namespace, "--model-status=conditions", f"--admission-webhook={address}:{WEBHOOK_PORT}",
             f"--admission-webhook-cert={cert}", f"--admission-webhook-key={key}", "--leader-elect",
-            f"--leader-elect-identity={identity}", f"--readiness={replica.readiness}",
+            f"--leader-elect-identity={identity}",
         ))  # fmt: skip
+        replica = Replica(address, f"http://127.0.0.1:{process.readiness}/readyz")
         self.running[identity] = (process, replica)
         self.player.replicas.append(replica)
         await self.until_ready(identity)
@@ -242,7 +254,8 @@ class Replicas:
     async def until_ready(self, identity: str) -> None:
         address = self.running[identity][1].address
         await eventually(lambda: asyncio.sleep(0.2, self.player.ready()), lambda ready: address in ready,
-                         timeout=90, what=f"{identity} ready behind the Service")  # fmt: skip
+                         timeout=90, what=f"{identity} ready behind the Service",
+                         show=lambda ready: f"{ready}; the slice last refused: {self.player.refused}; last probe: {self.player.probed}")  # fmt: skip
 
     async def kill(self, identity: str) -> None:
         """A crash: the process is gone; its endpoint turns not ready once its probe fails."""

@@ -113,6 +113,7 @@ async def test_two_replicas_admit_through_a_leader_kill_a_rolling_update_and_an_
             await replicas.kill(leader)
             await models.new_model("while-killed", attestation="good")
             took = await _judged(models, "while-killed", "True", killed_at)
+            print(f"the new leader wrote {took:.1f}s after the leader was killed")
             assert took <= TAKEOVER_SECONDS, f"the new leader wrote {took:.1f}s after the leader was killed"
             assert await holder(admin) not in ("", leader)
             await replicas.restart(leader)
@@ -142,6 +143,7 @@ async def test_two_replicas_admit_through_a_leader_kill_a_rolling_update_and_an_
                 back_at = loop.time()
                 await after.new_model("after-restart", attestation="good")
                 took = await _judged(after, "after-restart", "True", back_at)
+                print(f"written {took:.1f}s after the API server was back")
                 assert took <= TAKEOVER_SECONDS, f"written {took:.1f}s after the API server was back"
                 done.set()
                 await streaming
