@@ -177,6 +177,10 @@ def test_deployment_runs_two_replicas_one_writer() -> None:
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert ports["readyz"] == 8082
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "readyz"}
+    # out of the Service's endpoints before the webhook stops (tests/cluster/test_replicas.py
+    # plays the same order), within the grace period
+    sleep = container["lifecycle"]["preStop"]["sleep"]["seconds"]
+    assert 0 < sleep < pod.get("terminationGracePeriodSeconds", 30)
     [budget] = by_kind("PodDisruptionBudget")
     assert budget["metadata"]["namespace"] == deployment["metadata"]["namespace"]
     assert budget["spec"] == {"minAvailable": 1, "selector": {"matchLabels": labels}}
