@@ -346,3 +346,29 @@ def test_the_deadline_clock_counts_suspended_time() -> None:
     else:
         assert STEADY is time.monotonic
     assert STEADY() <= STEADY()
+
+
+async def test_a_write_not_sent_by_the_renew_deadline_is_abandoned_not_sent_late() -> None:
+    """The fence passed just before the deadline, then the request waited (for a pooled connection, a
+    connect to a partitioned API server): sent late, it would land while another replica leads."""
+    api = FakeApi()
+    a = Replica(api, "pod-a")
+    a.client.fence = a.elector.leads
+    a.client.deadline = a.elector.left
+    await a.round(0.0)
+    a.now = 9.8  # 0.2 s before its deadline
+    assert 0.19 < a.elector.left() <= 0.2
+    hang = asyncio.Event()
+
+    async def stuck(method: str, _path: str) -> None:
+        if method == "POST":
+            await hang.wait()  # never sent while the replica may still write
+
+    api.before = stuck
+    with pytest.raises(NotLeaderError, match="renew deadline"):
+        await asyncio.wait_for(a.client.evict_pod("ns", "p"), 5)
+    assert not [r for r in api.requests if r[1].endswith("/eviction")]
+    a.now = 10.0
+    assert a.elector.left() == 0.0
+    api.before = None
+    await a.client.read_model("ns", "m")  # a read is never bounded by the deadline

@@ -126,7 +126,10 @@ async def test_a_new_leader_writes_what_the_old_one_left_unwritten() -> None:
     watched(api, new)
     await new.reconcile_many(sorted(new.models))
     assert api.writes() == []
+    assert new.api is not None and new.api.deadline is not None and new.api.deadline() == 0.0
     assert await replicas.elector.try_once()
+    left = new.api.deadline()
+    assert left is not None and 0.0 < left <= replicas.elector.timings.renew  # a write ends by the deadline
     await asyncio.gather(*replicas._tasks)
     assert written_models(api) == {"ok", "bad", "pre"}
     assert any(p.endswith("/pods/bad-0/eviction") for _, p, _ in api.writes())  # deferred while it followed

@@ -120,6 +120,11 @@ class Elector:
         """Whether this replica may write now: it holds the Lease and its renew deadline has not passed."""
         return self._deadline is not None and self._monotonic() < self._deadline
 
+    def left(self) -> float:
+        """The seconds until the renew deadline (0 when this replica does not lead): how long a write
+        may still take to be sent."""
+        return max(0.0, self._deadline - self._monotonic()) if self._deadline is not None else 0.0
+
     def _observe(self, lease: Lease) -> None:
         if lease.seen != self._seen:
             self._seen, self._seen_at = lease.seen, self._monotonic()
