@@ -372,3 +372,25 @@ async def test_a_write_not_sent_by_the_renew_deadline_is_abandoned_not_sent_late
     assert a.elector.left() == 0.0
     api.before = None
     await a.client.read_model("ns", "m")  # a read is never bounded by the deadline
+
+
+async def test_two_replicas_given_the_same_identity_never_both_write(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A Lease naming this replica that this process did not write is someone else's: a twin with the
+    same --leader-elect-identity (or this Pod's previous process) is waited out as any other holder."""
+    caplog.set_level(logging.INFO, "modelseal")
+    api = FakeApi()
+    a, b = Replica(api, "pod-a"), Replica(api, "pod-a")
+    assert await a.round(0.0)
+    for t in (0.5, 2.0, 3.5, 5.0, 6.5, 8.0, 9.5, 11.0, 12.5, 14.0, 15.5, 17.0):
+        await a.round(t)
+        assert not await b.round(t + 0.2)
+        assert not b.elector.leads()
+    assert a.elector.leads()
+    assert "not written by this process" in caplog.text
+    # b takes over only once a stopped renewing; a, back, sees a record it did not write and stops
+    assert not await b.round(32.1)  # b last saw a change at 17.2
+    assert await b.round(32.2)
+    assert not await a.round(32.3)
+    assert not a.elector.leads() and b.elector.leads()
