@@ -394,3 +394,44 @@ async def test_two_replicas_given_the_same_identity_never_both_write(
     assert await b.round(32.2)
     assert not await a.round(32.3)
     assert not a.elector.leads() and b.elector.leads()
+
+
+@pytest.mark.parametrize(
+    "alien",
+    [
+        {"leaseDurationSeconds": 0, "renewTime": "2026-10-04T02:50:10.000000Z"},
+        {"leaseDurationSeconds": -5, "renewTime": "not a time"},
+        {"leaseDurationSeconds": 2**31, "renewTime": "9999-12-31T23:59:59.999999Z"},
+        {"leaseDurationSeconds": 1, "renewTime": "1970-01-01T00:00:00.000000Z"},
+    ],
+    ids=["zero", "negative, unparseable", "2^31, far future", "one second, long past"],
+)
+async def test_what_another_holder_wrote_of_duration_and_time_moves_nothing(alien: dict[str, Any]) -> None:
+    """Only this replica's own duration, on its own clock, counts: a record someone wrote with a
+    duration of 0 or 2^31, or a renewTime in the far future, neither hands the Lease over early nor
+    holds it forever."""
+    api = FakeApi()
+    api.put(PATH, {"metadata": {"name": LEASE[1], "namespace": LEASE[0]},
+                   "spec": {"holderIdentity": "mallory", "acquireTime": "2026-10-04T02:50:10.000000Z", **alien}})  # fmt: skip
+    b = Replica(api, "pod-b")
+    assert not await b.round(0.0)
+    assert not await b.round(14.99)
+    assert await b.round(15.0)
+    assert spec(api)["leaseDurationSeconds"] == 15 and spec(api)["holderIdentity"] == "pod-b"
+
+
+@pytest.mark.parametrize(
+    "holder", ["evil\nINFO became the leader", "\x1b[31mred\x1b[0m", "x" * 5000, "\u202eevil"]
+)
+async def test_a_holder_identity_someone_wrote_is_logged_on_one_escaped_line(
+    holder: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, "modelseal")
+    api = FakeApi()
+    a = Replica(api, "pod-a")
+    await a.round(0.0)
+    api.put(PATH, {**api.objects[PATH], "spec": {**spec(api), "holderIdentity": holder}})
+    assert not await a.round(1.0)
+    lost = [r.getMessage() for r in caplog.records if "lost the" in r.getMessage()]
+    assert len(lost) == 1 and "now names" in lost[0]
+    assert lost[0].isprintable() and len(lost[0]) < 300
