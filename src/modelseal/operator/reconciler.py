@@ -56,6 +56,10 @@ def _always() -> bool:
     return True
 
 
+def _unbounded() -> float | None:
+    return None
+
+
 @dataclass
 class _Checked:
     """When a Model was last judged; whether it is rechecked as a refused one (refused, waiting, or
@@ -95,18 +99,26 @@ class Reconciler(ModelJudge):
         self.services = ServiceIndex()
         #: whether this replica writes now (leader election points it at the elector's deadline check)
         self.leads: Callable[[], bool] = _always
+        #: the seconds until this replica's renew deadline (None: no deadline), bounding a write's sending
+        self.writes_left: Callable[[], float | None] = _unbounded
         self.publications.may_create = self._writes
         if api is not None:
-            api.fence = self._writes
+            self._fence(api)
 
     def _writes(self) -> bool:
         return self.leads()
+
+    def _left(self) -> float | None:
+        return self.writes_left()
+
+    def _fence(self, api: KubeApi) -> None:
+        api.fence, api.deadline = self._writes, self._left
 
     def use_api(self, api: KubeApi) -> None:
         """Talk through ``api`` from now on (fresh credentials); the old client closes at the end."""
         if self.api is not None:
             self._retired.append(self.api)
-        api.fence = self._writes
+        self._fence(api)
         self.api = api
 
     async def close(self) -> None:

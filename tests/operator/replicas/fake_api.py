@@ -73,6 +73,9 @@ class FakeApi:
             return httpx.Response(200, json=self.put(path, body))
         if method == "PATCH" and path.endswith("/status"):
             model = self.objects[path.removesuffix("/status")]
+            wanted = (body.get("metadata") or {}).get("resourceVersion")
+            if wanted and wanted != model["metadata"]["resourceVersion"]:  # as the API server checks it
+                return httpx.Response(409, json={"message": "the object has been modified"})
             model["status"] = {**(model.get("status") or {}), **body["status"]}
             self.version += 1
             model["metadata"]["resourceVersion"] = str(self.version)

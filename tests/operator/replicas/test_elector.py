@@ -346,3 +346,92 @@ def test_the_deadline_clock_counts_suspended_time() -> None:
     else:
         assert STEADY is time.monotonic
     assert STEADY() <= STEADY()
+
+
+async def test_a_write_not_sent_by_the_renew_deadline_is_abandoned_not_sent_late() -> None:
+    """The fence passed just before the deadline, then the request waited (for a pooled connection, a
+    connect to a partitioned API server): sent late, it would land while another replica leads."""
+    api = FakeApi()
+    a = Replica(api, "pod-a")
+    a.client.fence = a.elector.leads
+    a.client.deadline = a.elector.left
+    await a.round(0.0)
+    a.now = 9.8  # 0.2 s before its deadline
+    assert 0.19 < a.elector.left() <= 0.2
+    hang = asyncio.Event()
+
+    async def stuck(method: str, _path: str) -> None:
+        if method == "POST":
+            await hang.wait()  # never sent while the replica may still write
+
+    api.before = stuck
+    with pytest.raises(NotLeaderError, match="renew deadline"):
+        await asyncio.wait_for(a.client.evict_pod("ns", "p"), 5)
+    assert not [r for r in api.requests if r[1].endswith("/eviction")]
+    a.now = 10.0
+    assert a.elector.left() == 0.0
+    api.before = None
+    await a.client.read_model("ns", "m")  # a read is never bounded by the deadline
+
+
+async def test_two_replicas_given_the_same_identity_never_both_write(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A Lease naming this replica that this process did not write is someone else's: a twin with the
+    same --leader-elect-identity (or this Pod's previous process) is waited out as any other holder."""
+    caplog.set_level(logging.INFO, "modelseal")
+    api = FakeApi()
+    a, b = Replica(api, "pod-a"), Replica(api, "pod-a")
+    assert await a.round(0.0)
+    for t in (0.5, 2.0, 3.5, 5.0, 6.5, 8.0, 9.5, 11.0, 12.5, 14.0, 15.5, 17.0):
+        await a.round(t)
+        assert not await b.round(t + 0.2)
+        assert not b.elector.leads()
+    assert a.elector.leads()
+    assert "not written by this process" in caplog.text
+    # b takes over only once a stopped renewing; a, back, sees a record it did not write and stops
+    assert not await b.round(32.1)  # b last saw a change at 17.2
+    assert await b.round(32.2)
+    assert not await a.round(32.3)
+    assert not a.elector.leads() and b.elector.leads()
+
+
+@pytest.mark.parametrize(
+    "alien",
+    [
+        {"leaseDurationSeconds": 0, "renewTime": "2026-10-04T02:50:10.000000Z"},
+        {"leaseDurationSeconds": -5, "renewTime": "not a time"},
+        {"leaseDurationSeconds": 2**31, "renewTime": "9999-12-31T23:59:59.999999Z"},
+        {"leaseDurationSeconds": 1, "renewTime": "1970-01-01T00:00:00.000000Z"},
+    ],
+    ids=["zero", "negative, unparseable", "2^31, far future", "one second, long past"],
+)
+async def test_what_another_holder_wrote_of_duration_and_time_moves_nothing(alien: dict[str, Any]) -> None:
+    """Only this replica's own duration, on its own clock, counts: a record someone wrote with a
+    duration of 0 or 2^31, or a renewTime in the far future, neither hands the Lease over early nor
+    holds it forever."""
+    api = FakeApi()
+    api.put(PATH, {"metadata": {"name": LEASE[1], "namespace": LEASE[0]},
+                   "spec": {"holderIdentity": "mallory", "acquireTime": "2026-10-04T02:50:10.000000Z", **alien}})  # fmt: skip
+    b = Replica(api, "pod-b")
+    assert not await b.round(0.0)
+    assert not await b.round(14.99)
+    assert await b.round(15.0)
+    assert spec(api)["leaseDurationSeconds"] == 15 and spec(api)["holderIdentity"] == "pod-b"
+
+
+@pytest.mark.parametrize(
+    "holder", ["evil\nINFO became the leader", "\x1b[31mred\x1b[0m", "x" * 5000, "\u202eevil"]
+)
+async def test_a_holder_identity_someone_wrote_is_logged_on_one_escaped_line(
+    holder: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, "modelseal")
+    api = FakeApi()
+    a = Replica(api, "pod-a")
+    await a.round(0.0)
+    api.put(PATH, {**api.objects[PATH], "spec": {**spec(api), "holderIdentity": holder}})
+    assert not await a.round(1.0)
+    lost = [r.getMessage() for r in caplog.records if "lost the" in r.getMessage()]
+    assert len(lost) == 1 and "now names" in lost[0]
+    assert lost[0].isprintable() and len(lost[0]) < 300

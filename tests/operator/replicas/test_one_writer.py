@@ -126,7 +126,10 @@ async def test_a_new_leader_writes_what_the_old_one_left_unwritten() -> None:
     watched(api, new)
     await new.reconcile_many(sorted(new.models))
     assert api.writes() == []
+    assert new.api is not None and new.api.deadline is not None and new.api.deadline() == 0.0
     assert await replicas.elector.try_once()
+    left = new.api.deadline()
+    assert left is not None and 0.0 < left <= replicas.elector.timings.renew  # a write ends by the deadline
     await asyncio.gather(*replicas._tasks)
     assert written_models(api) == {"ok", "bad", "pre"}
     assert any(p.endswith("/pods/bad-0/eviction") for _, p, _ in api.writes())  # deferred while it followed
@@ -138,3 +141,37 @@ async def test_a_new_leader_writes_what_the_old_one_left_unwritten() -> None:
 
 def written_models(api: FakeApi) -> set[str]:
     return {p.rsplit("/", 2)[-2] for m, p, _ in api.writes() if m == "PATCH"}
+
+
+async def test_a_deposed_leaders_status_write_in_flight_cannot_undo_the_new_leaders() -> None:
+    """The old leader's patch is computed, then the new leader writes before it lands: the patch
+    carries the resourceVersion it was computed from, so the API server refuses it (409); read
+    again, it is not written again, since the old leader no longer leads."""
+    api = seeded()
+    old = Reconciler(SETTINGS, api.client(), clock=lambda: FIXTURE_NOW)
+    new = Reconciler(SETTINGS, api.client(), clock=lambda: FIXTURE_NOW)
+    watched(api, old)
+    watched(api, new)
+    old_leads = True
+    old.leads, new.leads = (lambda: old_leads), (lambda: not old_leads)
+    path = f"{MODELS}/bad/status"
+
+    async def new_leader_first(method: str, at: str) -> None:
+        nonlocal old_leads
+        if method == "PATCH" and at == path and old_leads:
+            old_leads = False  # the Lease changes hands while the old leader's patch is on its way
+            api.before = None
+            await new.reconcile(("default", "bad"))
+            new_status = copy.deepcopy(api.objects[f"{MODELS}/bad"]["status"])
+            new_status["conditions"][0]["message"] = "written by the new leader"
+            api.objects[f"{MODELS}/bad"]["status"] = new_status
+            api.put(f"{MODELS}/bad", api.objects[f"{MODELS}/bad"])
+
+    api.before = new_leader_first
+    await old.reconcile(("default", "bad"))
+    patches = [b for m, p, b in api.requests if m == "PATCH" and p == path]
+    assert len(patches) == 2  # the new leader's, then the old one's, refused
+    status = api.objects[f"{MODELS}/bad"]["status"]
+    assert status["conditions"][0]["message"] == "written by the new leader"
+    await old.close()
+    await new.close()

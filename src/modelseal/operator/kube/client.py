@@ -10,6 +10,7 @@ concern.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import ssl
 from collections.abc import Callable
@@ -79,6 +80,9 @@ class KubeClient:
         self.requests = 0
         #: consulted before every request but a GET (leader election: whether this replica writes now)
         self.fence: Callable[[], bool] | None = None
+        #: the seconds a fenced write may still take to be sent (None: no bound); past them it is
+        #: abandoned, so one that waited for a connection is never sent after this replica's deadline
+        self.deadline: Callable[[], float | None] | None = None
 
     @classmethod
     def from_connection_info(cls, info: Any) -> Self:
@@ -100,15 +104,27 @@ class KubeClient:
         self, method: str, path: str, *, limit: int = OBJECT_LIMIT, fenced: bool = True, **kwargs: Any
     ) -> Reply:
         """One request, its body streamed and refused past ``limit`` bytes (decoded). A write
-        (``fenced``: all but the Lease's own) is not sent while :attr:`fence` says no.
+        (``fenced``: all but the Lease's own) is not sent while :attr:`fence` says no, and is
+        abandoned once :attr:`deadline`'s seconds have passed.
 
         Raises:
-            NotLeaderError: a write while this replica does not lead (nothing was sent).
+            NotLeaderError: a write while this replica does not lead (nothing was sent), or one
+                abandoned at the renew deadline (sent or not: the next leader judges again).
             KubeError: unreachable, a broken response, or a body over ``limit``.
         """
-        if fenced and method != "GET" and self.fence is not None and not self.fence():
-            raise NotLeaderError(f"{method} {path}: not sent, this replica does not lead now")
+        left = None
+        if fenced and method != "GET":
+            if self.fence is not None and not self.fence():
+                raise NotLeaderError(f"{method} {path}: not sent, this replica does not lead now")
+            left = self.deadline() if self.deadline is not None else None
         self.requests += 1
+        try:
+            async with asyncio.timeout(left):
+                return await self._send(method, path, limit, **kwargs)
+        except TimeoutError:
+            raise NotLeaderError(f"{method} {path}: abandoned at this replica's renew deadline") from None
+
+    async def _send(self, method: str, path: str, limit: int, **kwargs: Any) -> Reply:
         try:
             async with self._client.stream(method, path, **kwargs) as r:
                 declared = r.headers.get("content-length", "")

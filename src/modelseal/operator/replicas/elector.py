@@ -22,7 +22,11 @@ client-go's ``ReleaseOnCancel``) so another takes over within a retry.
 
 Where this is stricter than client-go: a deleted Lease is created again only by
 its holder, or by a candidate once the record it last saw has expired (client-go
-creates it at once, and may then have two writers until the holder's deadline).
+creates it at once, and may then have two writers until the holder's deadline);
+and a record is this replica's only if this process sent it, not because it
+names this identity (client-go renews any record with its name, so two replicas
+given the same identity both write). A Pod's restarted process therefore waits
+out its previous one's record, as the other replicas do.
 """
 
 from __future__ import annotations
@@ -111,6 +115,8 @@ class Elector:
         self._seen: str | None = None  # the record as last seen, and when it was first seen so
         self._seen_at = 0.0
         self._failing: str | None = None
+        self._ours: list[LeaseRecord] = []  # the records this process last sent: only those are its own
+        self._twin = False  # a record naming this identity that this process did not write was seen
 
     @property
     def where(self) -> str:
@@ -119,6 +125,11 @@ class Elector:
     def leads(self) -> bool:
         """Whether this replica may write now: it holds the Lease and its renew deadline has not passed."""
         return self._deadline is not None and self._monotonic() < self._deadline
+
+    def left(self) -> float:
+        """The seconds until the renew deadline (0 when this replica does not lead): how long a write
+        may still take to be sent."""
+        return max(0.0, self._deadline - self._monotonic()) if self._deadline is not None else 0.0
 
     def _observe(self, lease: Lease) -> None:
         if lease.seen != self._seen:
@@ -157,8 +168,8 @@ class Elector:
                 self._lease = lease
                 self._observe(lease)
                 holder = lease.record.holder
-                if holder not in ("", self.identity):
-                    self._stop(f"the Lease now names {one_line(holder, 100)}")
+                if holder and not self._mine(lease):
+                    self._stop(self._foreign(holder))
                     if not self._expired():
                         return False
                 written = await update_lease(client, lease, self._record(lease))
@@ -174,13 +185,35 @@ class Elector:
         self._renewed(started, written)
         return True
 
+    def _mine(self, lease: Lease) -> bool:
+        """Whether this process wrote the record (the identity alone is not enough: a twin given the same
+        identity, or this Pod's previous process, wrote it otherwise)."""
+        return lease.malformed is None and lease.record in self._ours
+
+    def _foreign(self, holder: str) -> str:
+        if holder != self.identity:
+            return f"the Lease now names {one_line(holder, 100)}"
+        if not self._twin:
+            self._twin = True
+            _logger.warning(
+                "%s names this replica's identity %s but was not written by this process: another replica"
+                " has the same --leader-elect-identity, or this Pod's previous process held it; it is"
+                " waited out as any other holder", self.where, self.identity,
+            )  # fmt: skip
+        return "the Lease was written by another process with this identity"
+
     def _record(self, lease: Lease | None) -> LeaseRecord:
+        record = self._compute(lease)
+        self._ours = [*self._ours[-1:], record]  # sent: if its answer is lost, it is still this one's
+        return record
+
+    def _compute(self, lease: Lease | None) -> LeaseRecord:
         now = micro_time(self._wall())
         duration = int(self.timings.lease)
         if lease is None:
             return LeaseRecord(self.identity, duration, now, now, 0)
         old = lease.record
-        if old.holder == self.identity and lease.malformed is None:
+        if self._mine(lease):
             return LeaseRecord(self.identity, duration, old.acquired or now, now, old.transitions)
         return LeaseRecord(self.identity, duration, now, now, min(old.transitions + 1, 2**31 - 1))
 
@@ -221,7 +254,7 @@ class Elector:
         held, lease = self.leads(), self._lease
         self._deadline, self._leading = None, False
         client = self._client()
-        if not held or lease is None or client is None or lease.record.holder != self.identity:
+        if not held or lease is None or client is None or not self._mine(lease):
             return
         now = micro_time(self._wall())
         record = LeaseRecord("", 1, now, now, lease.record.transitions)
@@ -230,7 +263,7 @@ class Elector:
                 await update_lease(client, lease, record)
             except LeaseConflictError:  # a renewal cancelled after it was sent: read what it wrote
                 fresh = await read_lease(client, self.namespace, self.name)
-                if fresh is None or fresh.record.holder != self.identity:
+                if fresh is None or not self._mine(fresh):
                     return
                 await update_lease(client, fresh, record)
         except KubeError as e:

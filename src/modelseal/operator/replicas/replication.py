@@ -47,7 +47,7 @@ class Replication:
         if settings.leader_elect:
             self.elector = Elector(settings.lease, settings.identity, self._client, timings=timings,
                                    on_lead=self._took_over)  # fmt: skip
-            reconciler.leads = self.elector.leads
+            reconciler.leads, reconciler.writes_left = self.elector.leads, self.elector.left
             metrics.leader.set_function(lambda: float(reconciler.leads()))
         config = reconciler.settings
         self.readiness = Readiness(
