@@ -177,7 +177,7 @@ async def run(args: argparse.Namespace) -> None:
     admin = Kube(plane.admin)
     try:
         applied = apply_overlays(plane.kubeconfig, folder / "deploy", llmkube=True)
-        assert applied.applies["llmkube-own-cert"].returncode == 0, applied.applies["llmkube-own-cert"].stderr
+        assert applied.applies["my-webhook"].returncode == 0, applied.applies["my-webhook"].stderr
         kubectl(
             plane.kubeconfig, "delete", "validatingwebhookconfiguration", "modelseal", "--ignore-not-found"
         )

@@ -496,6 +496,9 @@ rules:
     users: ["llmkube-manager"]
   - level: None
 POLICY
+  # --enable-aggregator-routing: a webhook named by its Service is called at a ready endpoint's
+  # address (no kube-proxy routes a ClusterIP here), as tests/cluster/test_replicas.py reaches two
+  # operator replicas
   start kube-apiserver --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$API_PORT" \
     --etcd-servers="https://127.0.0.1:$ETCD_PORT" --etcd-cafile="$PKI/ca.crt" \
     --etcd-certfile="$PKI/apiserver-etcd-client.crt" --etcd-keyfile="$PKI/apiserver-etcd-client.key" \
@@ -505,6 +508,7 @@ POLICY
     --service-account-issuer=https://kubernetes.default.svc.cluster.local \
     --service-account-signing-key-file="$PKI/sa.key" --service-account-key-file="$PKI/sa.pub" \
     --service-cluster-ip-range=10.0.0.0/24 --endpoint-reconciler-type=none \
+    --enable-aggregator-routing=true \
     --cert-dir="$DIR/apiserver-certs" --profiling=false \
     --audit-policy-file="$DIR/audit-policy.yaml" --audit-log-path="$DIR/logs/audit.log" --audit-log-format=json
   wait_for kube-apiserver 180 "readiness (/readyz)" apiserver_ready

@@ -109,8 +109,20 @@ def test_rbac_is_least_privilege() -> None:
         (("",), ("secrets",)): {"get"},
     }
     [account] = by_kind("ServiceAccount")
-    for binding in by_kind("ClusterRoleBinding"):
-        assert binding["subjects"][0]["name"] == account["metadata"]["name"]
+    for binding in [*by_kind("ClusterRoleBinding"), *by_kind("RoleBinding")]:
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account["metadata"]["name"],
+                                        "namespace": "modelseal-system"}]  # fmt: skip
+    # leader election: the one Lease by name, in the operator's namespace; create cannot name one
+    [lease_role] = by_kind("Role")
+    assert lease_role["metadata"] == {"name": "modelseal-operator-leader", "namespace": "modelseal-system"}
+    assert lease_role["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": ["modelseal-operator"],
+         "verbs": ["get", "update"]},
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+    ]  # fmt: skip
+    [lease_binding] = by_kind("RoleBinding")
+    assert lease_binding["roleRef"]["name"] == "modelseal-operator-leader"
+    assert lease_binding["metadata"]["namespace"] == "modelseal-system"
     bound = {b["roleRef"]["name"] for b in by_kind("ClusterRoleBinding")}
     assert bound == {r["metadata"]["name"] for r in by_kind("ClusterRole")}
     # in the llmkube overlay only: --evict-on-revoke, and the InferenceServices the webhook and
@@ -141,7 +153,40 @@ def test_deployment_runs_the_enforcing_operator() -> None:
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
-    assert deployment["spec"]["replicas"] == 1
+
+
+def test_deployment_runs_two_replicas_one_writer() -> None:
+    """Two replicas that never leave admission unanswered: a new one first and the old one only once
+    the new one is ready, on two nodes when there are two, at most one disrupted at a time."""
+    [deployment] = by_kind("Deployment")
+    spec = deployment["spec"]
+    pod = spec["template"]["spec"]
+    [container] = pod["containers"]
+    assert spec["replicas"] == 2
+    assert spec["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1},
+    }
+    labels = spec["selector"]["matchLabels"]
+    [preferred] = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert preferred["podAffinityTerm"] == {"topologyKey": "kubernetes.io/hostname",
+                                            "labelSelector": {"matchLabels": labels}}  # fmt: skip
+    assert "requiredDuringSchedulingIgnoredDuringExecution" not in pod["affinity"]["podAntiAffinity"]
+    assert "--leader-elect" in container["args"]
+    assert {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}} in container["env"]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports["readyz"] == 8082
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "readyz"}
+    # out of the Service's endpoints before the webhook stops (tests/cluster/test_replicas.py
+    # plays the same order), within the grace period
+    sleep = container["lifecycle"]["preStop"]["sleep"]["seconds"]
+    assert 0 < sleep < pod.get("terminationGracePeriodSeconds", 30)
+    [budget] = by_kind("PodDisruptionBudget")
+    assert budget["metadata"]["namespace"] == deployment["metadata"]["namespace"]
+    assert budget["spec"] == {"minAvailable": 1, "selector": {"matchLabels": labels}}
+    assert spec["replicas"] > budget["spec"]["minAvailable"]  # a drain can always take one
+    # every replica holds every Model and the rule child it keeps: the limit was not lowered
+    assert container["resources"]["limits"]["memory"] == "384Mi"
 
 
 def test_operator_accepts_the_deployment_flags() -> None:
@@ -158,6 +203,13 @@ def test_operator_accepts_the_deployment_flags() -> None:
         recheck_interval=args["recheck-interval"],
     )  # fmt: skip
     assert settings.trusted_keys == ("modelseal-system", "socair-trusted-keys")
+    from modelseal.operator.replicas.flags import DEFAULT_READINESS, ReplicaSettings
+
+    replicas = ReplicaSettings.from_flags(leader_elect=True, lease=None, identity=None, readiness=DEFAULT_READINESS,
+                                          environ={"POD_NAME": "modelseal-operator-5d8f-abcde"})  # fmt: skip
+    [role] = by_kind("Role")
+    assert replicas.lease == (role["metadata"]["namespace"], role["rules"][0]["resourceNames"][0])
+    assert replicas.readiness is not None and replicas.readiness.port == 8082
 
 
 def test_example_model_is_attested_by_the_example_keys() -> None:

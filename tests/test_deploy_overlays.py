@@ -165,14 +165,19 @@ def test_the_webhooks_limits_fit_the_operators_memory() -> None:
     assert held <= memory_limit(found["container"]) // 2, held
 
 
-def write_documented_overlay(folder: Path, deploy: Path = DEPLOY, overlay: str = "llmkube") -> Path:
+def write_documented_overlay(
+    folder: Path, deploy: Path = DEPLOY, overlay: str = "llmkube", base: Path | None = None
+) -> Path:
     """The overlay docs/beside-llmkube.md tells users to write for the NetworkPolicy, written to
     ``folder`` with ``deploy`` where the page names ``../modelseal/deploy`` (and ``overlay`` for
-    its llmkube overlay)."""
+    its llmkube overlay, or the folder ``base`` in its place: the user's own over it)."""
     page = (ROOT / "docs" / "beside-llmkube.md").read_text()
     [block] = [b.split("\n", 1)[1] for b in page.split("```")[1::2]
                if b.startswith("yaml") and "components/webhook-networkpolicy" in b]  # fmt: skip
-    text = block.replace("/overlays/llmkube]", f"/overlays/{overlay}]")
+    resource = "[../modelseal/deploy/overlays/llmkube]"
+    assert resource in block
+    into = f"[{os.path.relpath(base, folder)}]" if base else resource.replace("/llmkube]", f"/{overlay}]")
+    text = block.replace(resource, into)
     (folder / "kustomization.yaml").write_text(
         text.replace("../modelseal/deploy", os.path.relpath(deploy, folder))
     )
@@ -230,7 +235,7 @@ def test_the_image_is_named_once(overlay: str, tmp_path: Path) -> None:
     assert {"name": "MODELSEAL_PUBLISHER_IMAGE", "value": container["image"]} in container["env"]
     assert {"name": "MODELSEAL_VERIFIER_IMAGE", "value": container["image"]} in container["env"]
     # what the operator makes of it: the image its webhook gives every serving Pod's verifier
-    env = {e["name"]: e["value"] for e in container["env"]}
+    env = {e["name"]: e["value"] for e in container["env"] if "value" in e}  # POD_NAME: the downward API
     args = build_parser().parse_args(container["args"])
     settings = OperatorSettings.from_flags(
         mode=args.model_attestation, trusted_keys=args.model_attestation_trusted_keys,

@@ -41,7 +41,7 @@ def _taken_port(tmp: Path) -> list[object]:
     held.bind(("127.0.0.1", 0))
     held.listen()
     _HELD.append(held)
-    return ["operator", "run", "--metrics-port", "0", "--liveness", "",
+    return ["operator", "run", "--metrics-port", "0", "--liveness", "", "--readiness", "",
             f"--admission-webhook=127.0.0.1:{held.getsockname()[1]}"]  # fmt: skip
 
 

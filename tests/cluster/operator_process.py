@@ -79,8 +79,15 @@ class OperatorProcess:
         self.source = source
         folder.mkdir(parents=True, exist_ok=True)
         self.kubeconfig = credentials.kubeconfig(folder / "operator.kubeconfig")
-        self.liveness = free_port()
-        self.flags = ["--metrics-port=0", *flags, f"--liveness=http://127.0.0.1:{self.liveness}/healthz"]
+        self.liveness, self.readiness = free_port(), free_port()
+        # a baseline checkout from before readiness probes has no --readiness
+        ready = [f"--readiness=http://127.0.0.1:{self.readiness}/readyz"] if source is None else []
+        self.flags = [
+            "--metrics-port=0",
+            *flags,
+            f"--liveness=http://127.0.0.1:{self.liveness}/healthz",
+            *ready,
+        ]
         self.log = folder / "operator.log"
         self.process: subprocess.Popen[bytes] | None = None
         self.starts = 0

@@ -16,6 +16,7 @@ from modelseal.operator.prefetch.job import build_job
 from tests.cluster.control_plane import CLUSTER, ROOT, STANDALONE, ControlPlane
 from tests.cluster.kube import Kube, eventually
 from tests.cluster.overlays import Applied, kubectl
+from tests.test_deploy_own_cert import MINE
 
 pytestmark = CLUSTER
 OPERATOR = "/apis/apps/v1/namespaces/modelseal-system/deployments/modelseal-operator"
@@ -42,9 +43,13 @@ def test_the_standalone_overlay_is_admitted_and_applied_where_llmkube_is_absent(
 
 def test_each_overlay_beside_llmkube_is_admitted_by_the_api_server_and_applied(deployed: Applied) -> None:
     _before_namespace_refused(deployed)
-    for name in ("llmkube-own-cert", "with-networkpolicy"):
+    for name in (MINE, "with-networkpolicy"):
         assert deployed.dry_runs[name].returncode == 0, f"{name}: {deployed.dry_runs[name].stderr}"
         assert deployed.applies[name].returncode == 0, f"{name}: {deployed.applies[name].stderr}"
+    # llmkube-own-cert is admitted as it is, and applied through the user's overlay over it
+    # (my-webhook: docs/beside-llmkube.md's commands, run against this API server)
+    own = deployed.dry_runs["llmkube-own-cert"]
+    assert own.returncode == 0 and "llmkube-own-cert" not in deployed.applies, own.stderr
     # the llmkube overlay as is needs cert-manager's CRDs, and the API server says so: nothing
     # of it is stored (a dry run), and llmkube-own-cert is the variant that needs nothing more
     refused = deployed.dry_runs["llmkube"]
@@ -59,13 +64,34 @@ def test_each_overlay_beside_llmkube_is_admitted_by_the_api_server_and_applied(d
         "customresourcedefinition.apiextensions.k8s.io/models.inference.llmkube.dev configured (server dry run)"
         in standalone.stdout
     ), standalone.stdout
-    # the variant's caBundle is its certificate, as the webhook's TLS server presents it
-    secret = next(d for d in deployed.rendered["llmkube-own-cert"] if d["kind"] == "Secret")
-    for webhook in deployed.webhook_configuration()["webhooks"]:
-        bundle = base64.b64decode(webhook["clientConfig"]["caBundle"])
-        assert bundle == base64.b64decode(secret["data"]["tls.crt"]) and bundle.startswith(
-            b"-----BEGIN CERTIFICATE"
+
+
+def test_the_webhook_secret_is_the_users_and_the_ca_bundle_their_ca(deployed: Applied) -> None:
+    """Issue 31, point 10: the Secret is created with the page's `kubectl create secret tls` and
+    rotated with its `kubectl replace`; no apply of an overlay writes it (kustomize does not know
+    it), and the webhook configurations the API server keeps trust the CA my-webhook holds."""
+    assert deployed.created is not None and deployed.created.returncode == 0, deployed.created
+    assert deployed.created.stdout.strip() == "secret/modelseal-webhook-tls created"
+    assert deployed.rotated is not None and deployed.rotated.returncode == 0, deployed.rotated
+    secret = deployed.stored["secret"]
+    assert secret["type"] == "kubernetes.io/tls" and set(secret["data"]) == {"tls.crt", "tls.key"}
+    assert base64.b64decode(secret["data"]["tls.crt"]) == deployed.rotated_to  # the rotation took
+    assert "kubectl.kubernetes.io/last-applied-configuration" not in (
+        secret["metadata"].get("annotations") or {}
+    )
+    assert {m["manager"] for m in secret["metadata"]["managedFields"]} == {
+        "kubectl-create",
+        "kubectl-replace",
+    }
+    assert deployed.ca.startswith(b"-----BEGIN CERTIFICATE") and b"PRIVATE KEY" not in deployed.ca
+    for kind in ("validatingwebhookconfiguration", "mutatingwebhookconfiguration"):
+        hooks = deployed.stored[kind]["webhooks"]
+        assert hooks and all(base64.b64decode(h["clientConfig"]["caBundle"]) == deployed.ca for h in hooks), (
+            kind
         )
+    for name in (MINE, "with-networkpolicy"):
+        assert not [d for d in deployed.rendered[name] if d["kind"] == "Secret"], name
+        assert "PRIVATE KEY" not in str(deployed.rendered[name])
 
 
 async def test_what_was_applied_is_what_the_api_server_keeps(deployed: Applied, admin: Kube) -> None:
@@ -73,8 +99,8 @@ async def test_what_was_applied_is_what_the_api_server_keeps(deployed: Applied, 
     assert operator is not None
     pod = operator["spec"]["template"]["spec"]
     args = pod["containers"][0]["args"]
-    # beside LLMKube, the overlays applied (llmkube-own-cert, then it with the NetworkPolicy)
-    # decide the arguments
+    # beside LLMKube, the overlays applied (my-webhook over llmkube-own-cert, then it with the
+    # NetworkPolicy) decide the arguments
     assert "--model-status=conditions" in args and "--evict-on-revoke" in args
     assert pod["serviceAccountName"] == "modelseal-operator"
     assert pod["volumes"] == [{"name": "webhook-tls", "secret": {"secretName": "modelseal-webhook-tls",
@@ -91,8 +117,27 @@ async def test_what_was_applied_is_what_the_api_server_keeps(deployed: Applied, 
     secret = await admin.get("/api/v1/namespaces/modelseal-system/secrets/modelseal-webhook-tls")
     assert secret is not None and secret["type"] == "kubernetes.io/tls"
     assert set(secret["data"]) == {"tls.crt", "tls.key"}
-    for role in ("modelseal-operator", "modelseal-operator-evict"):
-        binding = await admin.get(f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{role}")
+    # two replicas, one writer: rolled one at a time, ready once synced, a disruption budget, the Lease Role
+    assert operator["spec"]["replicas"] == 2
+    assert operator["spec"]["strategy"] == {"type": "RollingUpdate",
+                                            "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}  # fmt: skip
+    assert "--leader-elect" in args
+    assert pod["containers"][0]["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "readyz",
+                                                                 "scheme": "HTTP"}  # fmt: skip
+    budget = await admin.get(
+        "/apis/policy/v1/namespaces/modelseal-system/poddisruptionbudgets/modelseal-operator"
+    )
+    assert budget is not None and budget["spec"]["minAvailable"] == 1
+    role = await admin.get(
+        "/apis/rbac.authorization.k8s.io/v1/namespaces/modelseal-system/roles/modelseal-operator-leader"
+    )
+    assert role is not None and role["rules"][0]["resourceNames"] == ["modelseal-operator"]
+    binding = await admin.get(
+        "/apis/rbac.authorization.k8s.io/v1/namespaces/modelseal-system/rolebindings/modelseal-operator-leader"
+    )
+    assert binding is not None and binding["subjects"][0]["name"] == "modelseal-operator"
+    for name in ("modelseal-operator", "modelseal-operator-evict"):
+        binding = await admin.get(f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{name}")
         assert binding is not None
         assert binding["subjects"] == [
             {"kind": "ServiceAccount", "name": "modelseal-operator", "namespace": "modelseal-system"}

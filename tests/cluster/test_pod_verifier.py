@@ -1,6 +1,7 @@
 """The verifier in the serving Pod, on the real API server (issue 29, items 1 and 4).
 
-deploy/'s webhooks are registered as deploy/overlays/llmkube-own-cert renders them (the mutating
+deploy/'s webhooks are registered as my-webhook (docs/beside-llmkube.md's overlay over
+deploy/overlays/llmkube-own-cert) renders them (the mutating
 ``/mutate-pods`` with ``reinvocationPolicy: IfNeeded``, and the validating ones), pointing at the
 operator out of cluster. The reproducers: a genuine Socair envelope copied beside a Model whose
 source is an attacker's ``https://``, ``s3://`` or ``pvc://`` file. Each Model is admitted (its
@@ -326,9 +327,8 @@ async def test_after_another_webhook_appends_an_init_container_the_verifier_is_l
 
 
 async def test_the_own_cert_overlay_gives_the_mutating_webhook_its_ca_bundle(deployed: Applied) -> None:
-    secret = next(d for d in deployed.rendered["llmkube-own-cert"] if d["kind"] == "Secret")
     [hook] = deployed.webhook_configuration("MutatingWebhookConfiguration")["webhooks"]
-    assert hook["clientConfig"]["caBundle"] == secret["data"]["tls.crt"]
+    assert base64.b64decode(hook["clientConfig"]["caBundle"]) == deployed.ca  # my-webhook's ca.crt
     assert (
         hook["reinvocationPolicy"] == "IfNeeded" and hook["clientConfig"]["service"]["path"] == "/mutate-pods"
     )

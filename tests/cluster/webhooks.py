@@ -1,7 +1,7 @@
 """deploy/'s webhooks (validating, and the mutating /mutate-pods) registered with the real API
 server, pointing at an operator out of cluster: the URL form of clientConfig with a CA bundle,
 everything else (rules, object selector, failurePolicy, timeouts, reinvocation) as
-deploy/overlays/llmkube-own-cert renders it, and the namespace selector narrowed to the test's
+my-webhook (docs/beside-llmkube.md's overlay over deploy/overlays/llmkube-own-cert) renders it, and the namespace selector narrowed to the test's
 namespace so no other test meets them."""
 
 from __future__ import annotations

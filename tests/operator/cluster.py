@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -16,6 +17,9 @@ from modelseal.attest.verdict import Mode
 from modelseal.operator.decide.reference import ANNOTATION
 from modelseal.operator.handlers import build_registry, configure
 from modelseal.operator.reconciler import Reconciler
+from modelseal.operator.replicas.elector import CLIENT_GO, Timings
+from modelseal.operator.replicas.flags import ReplicaSettings
+from modelseal.operator.replicas.replication import Replication
 from modelseal.operator.settings import GROUP, PLURAL, VERSION, OperatorSettings
 from tests.conftest import FIXTURE_SHA256, SOCAIR, socair_envelope
 
@@ -130,6 +134,10 @@ def phase(value: str) -> Callable[[dict[str, Any]], bool]:
     return lambda m: (m.get("status") or {}).get("phase") == value
 
 
+#: each running replica's leader election and readiness, by its reconciler
+REPLICATIONS: weakref.WeakKeyDictionary[Reconciler, Replication] = weakref.WeakKeyDictionary()
+
+
 @asynccontextmanager
 async def running_operator(
     k8s: Any,
@@ -140,16 +148,25 @@ async def running_operator(
     login: Callable[..., Any] | None = None,
     namespaces: tuple[str, ...] = (),
     ready_timeout: float = 10.0,
+    replicas: ReplicaSettings | None = None,
+    timings: Timings = CLIENT_GO,
 ) -> AsyncIterator[Reconciler]:
-    """The operator's handlers in kopf, in this event loop, logged in to kmock (or ``login``'s cluster)."""
+    """The operator's handlers in kopf, in this event loop, logged in to kmock (or ``login``'s cluster);
+    with ``replicas``, one replica among several (leader election, readiness)."""
     reconciler = Reconciler(settings)
+    replication = None
+    if replicas is not None:
+        replication = Replication(replicas, reconciler, reconciler.metrics, timings=timings,
+                                  namespaces=list(namespaces) or None)  # fmt: skip
     if login is None:
         server = str(k8s.url).rstrip("/")
 
         def login(**_: Any) -> kopf.ConnectionInfo:
             return kopf.ConnectionInfo(server=server, insecure=True)
 
-    registry = build_registry(reconciler, login=login, tick=tick)
+    registry = build_registry(reconciler, login=login, tick=tick, replicas=replication)
+    if replication is not None:
+        REPLICATIONS[reconciler] = replication
     kopf_settings = kopf.OperatorSettings()
     configure(kopf_settings)
     stop, ready = asyncio.Event(), asyncio.Event()
@@ -204,11 +221,12 @@ def operator_api_calls(k8s: Any) -> set[tuple[str, str, str]]:
 
 
 def cluster_role_allows() -> set[tuple[str, str, str]]:
-    """(API group, resource, verb) that deploy/'s ClusterRoles grant (the base's, and the evict role's)."""
+    """(API group, resource, verb) that deploy/'s ClusterRoles grant (the base's, and the evict role's),
+    and its Role (the Lease, in modelseal-system only: the tests' replicas use that Lease)."""
     from tests.test_deploy import by_kind
 
-    return {(g, r, v) for role in by_kind("ClusterRole") for rule in role["rules"] for g in rule["apiGroups"]
-            for r in rule["resources"] for v in rule["verbs"]}  # fmt: skip
+    return {(g, r, v) for role in [*by_kind("ClusterRole"), *by_kind("Role")] for rule in role["rules"]
+            for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}  # fmt: skip
 
 
 OPERATOR_PUB = (SOCAIR / "operator.pub").read_text()

@@ -49,6 +49,8 @@ class RealisticEmulator(kmock.KubernetesEmulator):
         evicting = _EVICTION.fullmatch(request.url.path)
         if evicting is not None and str(request.method).upper().endswith("POST"):
             return await self._evict(request, evicting["namespace"], evicting["name"])
+        if str(request.method).upper().endswith("PUT") and request.resource is not None and request.name:
+            return await self._replace(request)
         writes = (enums.action.CREATE, enums.action.UPDATE)
         if (
             request.resource is not None
@@ -136,6 +138,32 @@ class RealisticEmulator(kmock.KubernetesEmulator):
         return aiohttp.web.json_response(
             {"kind": "Status", "apiVersion": "v1", "status": "Success"}, status=201
         )
+
+    async def _replace(self, request: Any) -> Any:
+        """PUT, which kmock lacks (a Lease's renewal): the object replaced whole, if its
+        ``metadata.resourceVersion`` is the one stored (409 otherwise, 404 when there is none)."""
+        async with self._lock:
+            key = (request.resource, request.namespace, request.name)
+            if key not in self._objects or self._objects[key].deleted:  # kmock's array has no get()
+                return await self._render_error(kmock.KubernetesError(status=404, reason="NotFound"))
+            stored = self._objects[key]
+            wanted = ((request.data or {}).get("metadata") or {}).get("resourceVersion")
+            if wanted != (stored.raw.get("metadata") or {}).get("resourceVersion"):
+                return await self._render_error(kmock.KubernetesError(
+                    status=409, reason="Conflict", message="the object has been modified"))  # fmt: skip
+            self._last_rv = next(self._rv)
+            body = dict(request.data)
+            body["metadata"] = {
+                **stored.raw["metadata"],
+                **body["metadata"],
+                "resourceVersion": str(self._last_rv),
+            }
+            stored.patch({k: None for k in stored.raw if k not in body})
+            stored.patch({k: None for k in ("spec", "status") if k in body})
+            stored.patch(body)
+            raw = stored.raw
+            await self._buses[request.resource].put({"type": "MODIFIED", "object": raw})
+        return aiohttp.web.json_response(raw)
 
     async def _serve_list(self, request: Any) -> Any:
         result: Any = await super()._serve_list(request)

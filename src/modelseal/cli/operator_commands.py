@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from modelseal.errors import OperationalError, UsageError
 
 if TYPE_CHECKING:
+    from modelseal.operator.replicas.flags import ReplicaSettings
     from modelseal.operator.settings import OperatorSettings
 
 __all__ = ["add_operator"]
@@ -108,6 +109,15 @@ def add_operator(op: argparse.ArgumentParser) -> None:
     run.add_argument("--metrics-port", type=int, default=8080, metavar="PORT", help="/metrics port (0: off)")
     run.add_argument("--liveness", default="http://0.0.0.0:8081/healthz", metavar="URL",
                      help="kopf's liveness endpoint ('' to disable)")  # fmt: skip
+    run.add_argument("--readiness", default="http://0.0.0.0:8082/readyz", metavar="URL",
+                     help="200 once the watches have synced, else 503 ('' to disable)")  # fmt: skip
+    run.add_argument("--leader-elect", action="store_true",
+                     help="write (status, Events, evictions, Jobs) only while holding a Lease; every"
+                     " replica judges and answers admission")  # fmt: skip
+    run.add_argument("--leader-elect-lease", metavar="NAMESPACE/NAME",
+                     help="the Lease (default modelseal-system/modelseal-operator)")  # fmt: skip
+    run.add_argument("--leader-elect-identity", metavar="ID",
+                     help="this replica's holderIdentity (default: $POD_NAME, else HOST_PID)")  # fmt: skip
     run.set_defaults(handler=run_cmd)
 
 
@@ -125,7 +135,9 @@ def install_hint() -> str:
     return "pip install kopf prometheus-client into the environment modelseal is installed in"
 
 
-def _addresses(args: argparse.Namespace, settings: OperatorSettings) -> list[tuple[str, str, str, int, str]]:
+def _addresses(
+    args: argparse.Namespace, settings: OperatorSettings, replicas: ReplicaSettings
+) -> list[tuple[str, str, str, int, str]]:
     """(flag, as given, host, port, what to do instead) for each address the operator listens on."""
     from urllib.parse import urlsplit
 
@@ -142,10 +154,25 @@ def _addresses(args: argparse.Namespace, settings: OperatorSettings) -> list[tup
             port = None
         if url.hostname and port:
             found.append(("--liveness", args.liveness, url.hostname, port, ", or '' to turn it off"))
+    if replicas.readiness is not None:
+        ready = replicas.readiness
+        found.append(("--readiness", ready.url, ready.host, ready.port, ", or '' to turn it off"))
     if settings.webhook is not None:
         webhook = settings.webhook
         found.append(("--admission-webhook", args.admission_webhook, webhook.host, webhook.port, ""))
     return found
+
+
+def _check_addresses(found: list[tuple[str, str, str, int, str]]) -> None:
+    """Raise when two flags name one port, or an address cannot be listened on now."""
+    seen: dict[int, str] = {}
+    for flag, given, host, port, instead in found:
+        if port in seen:
+            raise OperationalError(
+                f"{flag} {given}: port {port} is also {seen[port]}'s; give another{instead}"
+            )
+        seen[port] = flag
+        _free(flag, given, host, port, instead)
 
 
 def _free(flag: str, given: str, host: str, port: int, instead: str) -> None:
@@ -173,9 +200,11 @@ def run_cmd(args: argparse.Namespace) -> int:
         import kopf
 
         from modelseal.attest.verdict import Mode
-        from modelseal.operator.handlers import build_registry, configure
+        from modelseal.operator.handlers import build_registry, configure, namespace_scope
         from modelseal.operator.metrics import OperatorMetrics
         from modelseal.operator.reconciler import Reconciler
+        from modelseal.operator.replicas.flags import ReplicaSettings
+        from modelseal.operator.replicas.replication import Replication
         from modelseal.operator.settings import OperatorSettings, verifier_image_warning
     except ImportError as e:  # an environment problem, not a usage one: exit 3
         raise OperationalError(
@@ -208,12 +237,15 @@ def run_cmd(args: argparse.Namespace) -> int:
         # deploy/ sets MODELSEAL_VERIFIER_IMAGE from the operator's own image, as the publisher's
         verifier_image=args.verifier_image or os.environ.get("MODELSEAL_VERIFIER_IMAGE") or None,
     )
+    replicas = ReplicaSettings.from_flags(
+        leader_elect=args.leader_elect, lease=args.leader_elect_lease, identity=args.leader_elect_identity,
+        readiness=args.readiness,
+    )  # fmt: skip
     if not 0 <= args.metrics_port <= 65535:
         raise UsageError("--metrics-port must be between 0 and 65535")
     # every address the operator will listen on, tried before anything starts: a taken one is one line
     # naming its flag, not a crash of the metrics thread or kopf retrying the webhook (issue 31, point 11)
-    for flag, given, host, port, instead in _addresses(args, settings):
-        _free(flag, given, host, port, instead)
+    _check_addresses(_addresses(args, settings, replicas))
     from modelseal.operator.kube.cluster_access import find_cluster
 
     cluster = find_cluster()  # before kopf, whose login would log tracebacks and retry
@@ -235,8 +267,12 @@ def run_cmd(args: argparse.Namespace) -> int:
             metrics.serve(args.metrics_port)
         except OSError as e:  # taken since it was tried
             raise _taken("--metrics-port", str(args.metrics_port), _ALL, args.metrics_port, e, "") from None
+    if replicas.leader_elect:
+        logging.info("leader election: Lease %s, identity %s", "/".join(replicas.lease), replicas.identity)
     reconciler = Reconciler(settings, metrics=metrics)
-    registry = build_registry(reconciler)
+    listed, watched = namespace_scope(args.namespace or ())
+    replication = Replication(replicas, reconciler, metrics, namespaces=listed, watched=watched)
+    registry = build_registry(reconciler, replicas=replication)
     kopf_settings = kopf.OperatorSettings()
     configure(kopf_settings)
     import asyncio

@@ -11,17 +11,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import kopf
+from kopf._cogs.structs.references import NamespaceName, match_namespace
 
 from modelseal.operator.admission.webhook import serve as serve_webhook
 from modelseal.operator.kube.api import KubeApi
+from modelseal.operator.kube.names import is_label
 from modelseal.operator.prefetch.job import MANAGED_BY
 from modelseal.operator.reconciler import Reconciler
+from modelseal.operator.replicas.replication import Replication
 from modelseal.operator.settings import GROUP, PLURAL, SERVICES, VERSION
 
-__all__ = ["build_registry", "configure"]
+__all__ = ["build_registry", "configure", "namespace_scope"]
 
 _logger = logging.getLogger(__name__)
 RECHECK_TICK = 5.0
@@ -54,8 +58,27 @@ def configure(settings: kopf.OperatorSettings) -> None:
     settings.networking.request_timeout = 60
 
 
+def namespace_scope(namespaces: Sequence[str]) -> tuple[Sequence[str] | None, Callable[[str], bool]]:
+    """What to list for readiness, and which namespaces of it kopf watches (``--namespace``):
+    each namespace named plainly, or, when one is a kopf pattern (``ns-*``, ``!tmp``), every
+    namespace, kept as kopf's own matching keeps it."""
+    if not namespaces:
+        return None, lambda _: True
+    if all(is_label(ns) for ns in namespaces):
+        return list(namespaces), lambda _: True
+
+    def watched(name: str) -> bool:
+        return any(match_namespace(NamespaceName(name), p) for p in namespaces)
+
+    return None, watched
+
+
 def build_registry(
-    reconciler: Reconciler, *, login: Any = None, tick: float = RECHECK_TICK
+    reconciler: Reconciler,
+    *,
+    login: Any = None,
+    tick: float = RECHECK_TICK,
+    replicas: Replication | None = None,
 ) -> kopf.OperatorRegistry:
     """A registry with the operator's handlers (never the global one, so tests stay isolated)."""
     registry = kopf.OperatorRegistry()
@@ -71,7 +94,10 @@ def build_registry(
             else (kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs))
         )
         if info is not None:
-            reconciler.use_api(KubeApi.from_connection_info(info))
+            api = KubeApi.from_connection_info(info)
+            if replicas is not None:
+                replicas.adopt(api)
+            reconciler.use_api(api)
         return info
 
     @kopf.on.startup(registry=registry)
@@ -87,13 +113,22 @@ def build_registry(
                     _logger.exception("periodic recheck failed")
 
         tasks.append(asyncio.create_task(loop()))
+        if replicas is not None:
+            try:
+                await replicas.start()
+            except OSError as e:  # taken since the command line checked it
+                raise kopf.PermanentError(
+                    f"the readiness endpoint cannot listen: {e.strerror or e}"
+                ) from None
+        listening = replicas.readiness.listening if replicas is not None else None
         webhook = reconciler.settings.webhook
         if webhook is not None:
             mode = reconciler.settings.mode
             allow = reconciler.settings.allow_unattested_weight_paths
             image = reconciler.settings.verifier_image
             serving = serve_webhook(webhook, lambda: mode, reconciler.verdict_for, reconciler.services.lookup,
-                                    allow_weight_paths=allow, verifier_image=image)  # fmt: skip
+                                    allow_weight_paths=allow, verifier_image=image,
+                                    on_listening=listening)  # fmt: skip
             tasks.append(asyncio.create_task(serving))
 
     @kopf.on.cleanup(registry=registry)
@@ -102,6 +137,8 @@ def build_registry(
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        if replicas is not None:
+            await replicas.stop()  # gives the Lease up, so another replica writes at once
         await reconciler.close()
 
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)

@@ -6,7 +6,7 @@ from collections import Counter as Tally
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -60,6 +60,11 @@ class OperatorMetrics:
             "modelseal_evictions", "Pods evicted because their Model was no longer admitted.",
             registry=self.registry,
         )  # fmt: skip
+        self.leader = Gauge(
+            "modelseal_leader", "1 when this replica leads: it writes status, Events, evictions and Jobs.",
+            registry=self.registry,
+        )  # fmt: skip
+        self.leader.set_function(lambda: 1.0)  # without --leader-elect every process writes
 
     def count_phases(self) -> dict[str, int]:
         """Models by ``status.phase`` now (no phase yet counts as Pending)."""

@@ -9,6 +9,9 @@ revoked key keeps a Model Ready.
 Each Model is decided by :meth:`ModelJudge.judge
 <modelseal.operator.model_judge.ModelJudge.judge>`, which never raises. A
 status that cannot be written is retried with the refused Models.
+Every replica judges (the webhook answers from :attr:`Reconciler.verdicts`); only while
+:attr:`Reconciler.leads` does it write status, Events, evictions and Jobs (its API client
+refuses writes otherwise: :mod:`modelseal.operator.replicas`).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from modelseal.operator.decide.reference import annotation_value
 from modelseal.operator.decide.verdict_cache import VerdictCache
 from modelseal.operator.decision_clock import Clock
 from modelseal.operator.kube.api import KubeApi
+from modelseal.operator.kube.client import NotLeaderError
 from modelseal.operator.metrics import OperatorMetrics
 from modelseal.operator.model_judge import ModelJudge
 from modelseal.operator.prefetch.publication import FAILED
@@ -47,6 +51,14 @@ ModelKey = tuple[str, str]
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def _always() -> bool:
+    return True
+
+
+def _unbounded() -> float | None:
+    return None
 
 
 @dataclass
@@ -87,11 +99,28 @@ class Reconciler(ModelJudge):
         self.verdicts: dict[ModelKey, ModelVerdict] = {}
         #: the InferenceServices the watch showed, for the webhook's Pods and for eviction
         self.services = ServiceIndex()
+        #: whether this replica writes now (leader election points it at the elector's deadline check)
+        self.leads: Callable[[], bool] = _always
+        #: the seconds until this replica's renew deadline (None: no deadline), bounding a write's sending
+        self.writes_left: Callable[[], float | None] = _unbounded
+        self.publications.may_create = self._writes
+        if api is not None:
+            self._fence(api)
+
+    def _writes(self) -> bool:
+        return self.leads()
+
+    def _left(self) -> float | None:
+        return self.writes_left()
+
+    def _fence(self, api: KubeApi) -> None:
+        api.fence, api.deadline = self._writes, self._left
 
     def use_api(self, api: KubeApi) -> None:
         """Talk through ``api`` from now on (fresh credentials); the old client closes at the end."""
         if self.api is not None:
             self._retired.append(self.api)
+        self._fence(api)
         self.api = api
 
     async def close(self) -> None:
@@ -256,10 +285,16 @@ class Reconciler(ModelJudge):
             before = before if before is not None and before.uid == uid else None
             self.verdicts[key] = verdict = judged.verdict(generation_of(model), uid, annotation_value(model))
             try:
-                await self.status.write(self.api, key, model, judged, now, self._remember_fresh)
+                if self.leads():
+                    await self.status.write(self.api, key, model, judged, now, self._remember_fresh)
                 evict = self.settings.evict_on_revoke and self.evictions.due(key, before, blocked)
-                if evict and self._still(key, model):
+                if evict and not self.leads():
+                    self.evictions.pending.add(key)  # the leader's to do; looked at again if this one leads
+                elif evict and self._still(key, model):
                     await self.evictions.evict(self.api, key, model, verdict, now, self.services.using(*key))
+            except NotLeaderError:  # lost the Lease while writing: the leader's to do
+                blocked = True
+                self.evictions.pending.add(key)
             except Exception as e:
                 _logger.error(
                     "Model %s/%s: the status was not written: %s", key[0], key[1], unexpected(e, "writing")
@@ -286,9 +321,14 @@ class Reconciler(ModelJudge):
                 refused = checked is not None and checked.refused
                 if not refused or model is None or verdict is None or self.api is None:
                     continue
+                if not self.leads():
+                    self.evictions.pending.add(model_key)  # the leader's to do
+                    continue
                 users = self.services.using(*model_key)
                 try:
                     await self.evictions.evict(self.api, model_key, model, verdict, self.clock(), users)
+                except NotLeaderError:
+                    self.evictions.pending.add(model_key)
                 except Exception as e:  # the Model's next recheck looks again
                     _logger.error("InferenceService %s/%s: its Pods were not evicted: %s", key[0], key[1],
                                   unexpected(e, "evicting"))  # fmt: skip

@@ -35,7 +35,7 @@ def test_no_cluster_is_one_line_naming_where_it_looked(
     cli: Run, nowhere: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _never_started(monkeypatch)
-    r = cli("operator", "run", "--metrics-port=0", "--liveness=")
+    r = cli("operator", "run", "--metrics-port=0", "--liveness=", "--readiness=")
     assert r.code == 3
     [line] = r.err.splitlines()
     assert line.startswith("error: no Kubernetes cluster to talk to: ")
@@ -49,7 +49,7 @@ def test_a_kubeconfig_that_does_not_exist_is_named(
 ) -> None:
     _never_started(monkeypatch)
     monkeypatch.setenv("KUBECONFIG", "/nonexistent")
-    r = cli("operator", "run", "--metrics-port=0", "--liveness=")
+    r = cli("operator", "run", "--metrics-port=0", "--liveness=", "--readiness=")
     assert r.code == 3
     assert r.err.splitlines() == [
         "error: $KUBECONFIG names /nonexistent, which does not exist; set KUBECONFIG to a kubeconfig file,"

@@ -23,7 +23,7 @@ someone who can create Jobs in the namespace) is refused.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -83,6 +83,8 @@ class PrefetchJobs:
         self.plain_http = plain_http
         self.allow_plain_http_sources = allow_plain_http_sources
         self.jobs: dict[JobKey, dict[str, Any]] = {}
+        #: whether this replica may create a Job now (leader election: only the leader does)
+        self.may_create: Callable[[], bool] = lambda: True
         # the uid of each Job this process created, until the Model's status records it
         self.created: dict[JobKey, str] = {}
 
@@ -169,6 +171,9 @@ class PrefetchJobs:
             body = None if fresh else self.jobs.get((namespace, job))
             if body is None:
                 body = await api.read_job(namespace, job)
+            if body is None and not self.may_create():
+                message = f"waiting for the leader to create Job {job}"
+                return Publication(PENDING, fingerprint, generation, job, message=message, job_uid=ours)
             if body is None:
                 key_secret = self.signing[1] if self.signing is not None and admitted else None
                 problem = await self._push_secret_problem(api, namespace, spec)
