@@ -70,13 +70,24 @@ async def service_account_token(admin: Kube, account: tuple[str, str] = OPERATOR
 class OperatorProcess:
     """One ``modelseal operator run`` process; start, stop and start again with the same flags."""
 
-    def __init__(self, credentials: Credentials, flags: list[str], folder: Path) -> None:
+    def __init__(
+        self, credentials: Credentials, flags: list[str], folder: Path, *, source: Path | None = None
+    ) -> None:
+        """``flags`` may give ``--metrics-port`` (none by default); ``source``: run the ``modelseal``
+        package of another checkout's ``src`` (a benchmark's baseline) instead of this one."""
         self.folder = folder
+        self.source = source
         folder.mkdir(parents=True, exist_ok=True)
         self.kubeconfig = credentials.kubeconfig(folder / "operator.kubeconfig")
         self.liveness, self.readiness = free_port(), free_port()
-        self.flags = [*flags, "--metrics-port=0", f"--liveness=http://127.0.0.1:{self.liveness}/healthz",
-                      f"--readiness=http://127.0.0.1:{self.readiness}/readyz"]  # fmt: skip
+        # a baseline checkout from before readiness probes has no --readiness
+        ready = [f"--readiness=http://127.0.0.1:{self.readiness}/readyz"] if source is None else []
+        self.flags = [
+            "--metrics-port=0",
+            *flags,
+            f"--liveness=http://127.0.0.1:{self.liveness}/healthz",
+            *ready,
+        ]
         self.log = folder / "operator.log"
         self.process: subprocess.Popen[bytes] | None = None
         self.starts = 0
@@ -89,6 +100,8 @@ class OperatorProcess:
         assert self.process is None, "already running"
         self.starts += 1
         env = {**os.environ, "KUBECONFIG": str(self.kubeconfig), "NO_COLOR": "1"}
+        if self.source is not None:
+            env["PYTHONPATH"] = str(self.source)
         with self.log.open("ab") as log:
             log.write(f"\n===== start {self.starts}\n".encode())
             self.process = subprocess.Popen(

@@ -11,6 +11,7 @@ import functools
 from typing import Any
 
 from modelseal.attest.signing.private_keys import generate_key
+from modelseal.operator.kube.api import KubeApi
 from tests.cluster.control_plane import CLUSTER, STANDALONE, ControlPlane
 from tests.cluster.kube import Kube, eventually
 from tests.cluster.llmkube import MANAGER, bind, claim, condition_types, owned, touch
@@ -156,3 +157,43 @@ async def test_full_mode_beside_llmkube_stops_at_the_second_writer_of_phase(
         assert stopped["message"].startswith(f"status.phase is also written by {MANAGER}: modelseal stops")
         model = await models.until(name, phase("Ready"))
         assert "f:phase" in owned(model, MANAGER) and "f:phase" not in owned(model, "modelseal")
+
+
+async def test_the_status_apply_keeps_llmkubes_writes_and_tells_a_successor(
+    admin: Kube, models: Models
+) -> None:
+    """The operator's own write, straight: its conditions applied from a Model copy that knows
+    nothing of LLMKube's, with no resourceVersion; LLMKube's phase and conditions stay. The API
+    server takes no uid as a precondition of a status apply: an apply naming the uid of a Model
+    deleted and created again under the name lands on the successor, whose uid the answer shows
+    (what the operator checks), and an apply of nothing withdraws modelseal's conditions alone."""
+    await models.new_model("m", source=HUB)
+    ready = await models.until("m", phase("Ready"))  # LLMKube wrote its status first
+    theirs = kinds(ready)
+    assert theirs and OURS not in theirs
+    creds = admin.credentials
+    api = KubeApi(creds.server, token=creds.token, tls=creds.ssl_context())
+    mine = {"type": OURS, "status": "False", "reason": "ModelAttestationRejected", "message": "refused",
+            "lastTransitionTime": "2026-12-01T00:00:00Z", "observedGeneration": 1}  # fmt: skip
+    try:
+        uid = ready["metadata"]["uid"]
+        written = await api.apply_model_status(models.namespace, "m", uid, {"conditions": [mine]})
+        assert written is not None and written["status"]["phase"] == "Ready"
+        assert kinds(written) == theirs | {OURS}
+        assert condition_types(owned(written, "modelseal")) == {OURS}
+        assert "f:phase" in owned(written, MANAGER) and "f:phase" not in owned(written, "modelseal")
+        await admin.delete(models.path("m"))
+        await models.new_model("m", source=HUB)
+        successor = await models.until("m", phase("Ready"))
+        assert successor["metadata"]["uid"] != uid
+        landed = await api.apply_model_status(models.namespace, "m", uid, {"conditions": [mine]})
+        assert landed is not None and landed["metadata"]["uid"] == successor["metadata"]["uid"]
+        withdrawn = await api.apply_model_status(models.namespace, "m", landed["metadata"]["uid"], {})
+        assert withdrawn is not None and kinds(withdrawn) == kinds(successor) and OURS not in kinds(withdrawn)
+        assert withdrawn["status"]["phase"] == "Ready"
+    finally:
+        await api.close()
+
+
+def kinds(model: dict[str, Any]) -> set[str]:
+    return {c["type"] for c in (model.get("status") or {}).get("conditions") or []}

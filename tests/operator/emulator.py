@@ -4,9 +4,14 @@ kmock gives no resourceVersion, uid, creationTimestamp or generation, ignores
 a patch's ``metadata.resourceVersion`` precondition, loses
 watch events published while it replays existing objects, ignores
 ``?resourceVersion=`` on watches, answers 500 to a failed JSON-patch ``test``
-and does not support ``generateName``. This subclass fixes those, using kmock
-internals, so kmock is pinned and ``test_emulator_internals`` fails loudly
-when they change.
+and does not support ``generateName``, nor server-side apply. This subclass
+fixes those, using kmock internals, so kmock is pinned and
+``test_emulator_internals`` fails loudly when they change. Server-side apply
+is emulated for what the operator applies: a status whose ``conditions`` are
+a list-map keyed by ``type`` (as LLMKube's CRD declares them), an apply
+replacing the manager's own entries and fields, and dropping those it applied
+before and leaves out now; a ``metadata.uid`` in it is ignored, as the API
+server ignores it in a status apply (tests/cluster/test_status.py).
 """
 
 from __future__ import annotations
@@ -33,8 +38,14 @@ class RealisticEmulator(kmock.KubernetesEmulator):
     protected_pods: set[str] = attrs.field(factory=set, init=False)
     _rv: itertools.count[int] = attrs.field(factory=lambda: itertools.count(1000), init=False)
     _last_rv: int = attrs.field(default=999, init=False)
+    #: (status path, field manager) -> the condition types and status fields it applied last
+    _applied: dict[tuple[str, str], tuple[set[str], set[str]]] = attrs.field(factory=dict, init=False)
 
     async def _handle(self, request: Any) -> Any:
+        if "apply-patch" in request.headers.get("Content-Type", "") and isinstance(request.data, dict):
+            refused = self._as_merge_patch(request)
+            if refused is not None:
+                return await self._render_error(refused)
         evicting = _EVICTION.fullmatch(request.url.path)
         if evicting is not None and str(request.method).upper().endswith("POST"):
             return await self._evict(request, evicting["namespace"], evicting["name"])
@@ -79,6 +90,36 @@ class RealisticEmulator(kmock.KubernetesEmulator):
             return await self._render_error(
                 kmock.KubernetesError(status=422, reason="Invalid", message=str(e))
             )
+
+    def _as_merge_patch(self, request: Any) -> kmock.KubernetesError | None:
+        """A server-side apply of a status, turned into the merge patch it amounts to (in place)."""
+        key = (request.resource, request.namespace, request.name)
+        if key not in self._objects or self._objects[key].deleted:
+            return kmock.KubernetesError(status=404, reason="NotFound")
+        live, applied = self._objects[key].raw, request.data
+        manager = (str(request.url.path), request.params.get("fieldManager", ""))
+        mine = {c["type"]: c for c in (applied.get("status") or {}).get("conditions") or []}
+        fields = set(applied.get("status") or {}) - {"conditions"}
+        dropped, dropped_fields = self._applied.get(manager, (set(), set()))
+        self._applied[manager] = (set(mine), fields)
+        conditions = []
+        for c in (live.get("status") or {}).get("conditions") or []:
+            if c["type"] in mine:
+                conditions.append(mine.pop(c["type"]))
+            elif c["type"] not in dropped:
+                conditions.append(c)
+        status: dict[str, Any] = {"conditions": [*conditions, *mine.values()]}
+        status.update(dict.fromkeys(dropped_fields - fields))
+        for f in fields:  # a merge patch keeps what a mapping leaves out: those keys are dropped
+            before, after = (live.get("status") or {}).get(f), applied["status"][f]
+            status[f] = (
+                {**dict.fromkeys(before), **after}
+                if isinstance(before, dict) and isinstance(after, dict)
+                else after
+            )
+        applied.clear()
+        applied["status"] = status
+        return None
 
     async def _evict(self, request: Any, namespace: str, name: str) -> Any:
         """The Eviction subresource kmock lacks: delete the Pod, unless a disruption budget holds it."""

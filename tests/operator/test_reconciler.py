@@ -116,3 +116,18 @@ async def test_a_rotation_the_watch_reports_during_a_read_is_not_undone_by_it() 
     assert reconciler.configmaps[TRUSTED].data == rotated
     assert reconciler.models[key]["status"]["phase"] == "Failed"
     await api.close()
+
+
+def test_conditions_mode_keeps_no_managed_fields_and_full_mode_does() -> None:
+    """managedFields are most of a Model's bytes (8 of 12 KB beside LLMKube) and are read only in
+    full mode, for a second writer of ``phase``."""
+    from dataclasses import replace
+
+    from modelseal.operator.settings import StatusMode
+
+    body = {"metadata": {"namespace": "default", "name": "m", "managedFields": [{"manager": "manager"}]}}
+    conditions = Reconciler(replace(ENFORCE, model_status=StatusMode.CONDITIONS))
+    full = Reconciler(ENFORCE)
+    assert "managedFields" not in conditions.models[conditions.remember(body)]["metadata"]
+    assert full.models[full.remember(body)]["metadata"]["managedFields"] == [{"manager": "manager"}]
+    assert body["metadata"]["managedFields"]  # the watch's body is left as it was

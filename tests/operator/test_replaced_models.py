@@ -177,18 +177,33 @@ class ReplacedApi(RacingApi):
             raise StatusConflictError("the object has been modified")
         return {"metadata": {"resourceVersion": "10"}}
 
+    async def apply_model_status(
+        self, namespace: str, name: str, uid: str, status: Mapping[str, Any]
+    ) -> dict[str, Any] | None:
+        """As the API server answers: a status apply lands on whatever has the name (a uid in it is
+        not a precondition), and answers with that object."""
+        self.applies.append((uid, dict(status)))
+        return {**self.fresh, "status": dict(status)}
+
 
 @pytest.mark.parametrize("mode", [StatusMode.FULL, StatusMode.CONDITIONS], ids=lambda m: m.value)
 async def test_a_write_that_meets_another_object_of_the_same_name_is_not_made(mode: StatusMode) -> None:
     """The watch lags: the old object is all the operator knows when it writes, so only the API
     server can tell. The write carries the old resourceVersion (full mode had none, and set the
-    successor Ready); after the conflict, the Model read again is another object: nothing more."""
+    successor Ready); after the conflict, the Model read again is another object: nothing more.
+    Conditions mode's apply cannot be refused (the API server takes no uid as a precondition of a
+    status apply): its answer is the successor, from which modelseal's conditions are withdrawn at
+    once, by an apply of none; the successor is judged on its own watch event."""
     api = ReplacedApi()
     reconciler = Reconciler(replace(ENFORCE, model_status=mode), api, clock=lambda: FIXTURE_NOW)
     reconciler.remember({"metadata": {"namespace": "default", "name": "m", "generation": 1, "uid": "uid-old",
                                       "resourceVersion": "5"}, "spec": SPEC, "status": {}})  # fmt: skip
     await reconciler.reconcile(KEY)
-    assert [p.get("metadata") for p in api.patches] == [{"resourceVersion": "5"}]
+    if mode is StatusMode.FULL:
+        assert [p.get("metadata") for p in api.patches] == [{"resourceVersion": "5"}]
+    else:  # the apply landed on the successor (its answer says so): withdrawn from it at once
+        assert [uid for uid, _ in api.applies] == ["uid-old", "uid-new"] and api.reads == 0
+        assert api.applies[1][1] == {} and api.patches == []
     assert reconciler.models[KEY]["metadata"]["uid"] == "uid-old"  # the successor was not taken for it
     await api.close()
 

@@ -6,7 +6,7 @@ once took such a read for the ConfigMap's answer: a recheck in that window refus
 Model, wrote Failed, and with --evict-on-revoke evicted their Pods. Now the copy the watch or an
 earlier read gave is kept and the next pass reads again; with no copy the Model is refused (fail
 closed), and a definite answer (404) refuses as before. Through the real KubeApi over a fake
-transport, so the mapping of each status is tested too.
+server (loopback), so the mapping of each status is tested too.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from modelseal.operator.kube.api import KubeApi
 from modelseal.operator.reconciler import Reconciler
 from tests.conftest import FIXTURE_NOW, FIXTURE_SHA256
 from tests.operator.cluster import ENFORCE, OPERATOR_PUB, socair_envelope
+from tests.operator.kube.loopback import loopback
 
 SETTINGS = replace(ENFORCE, evict_on_revoke=True)
 CONFIGMAPS = "/api/v1/namespaces/default/configmaps/"
@@ -74,8 +75,12 @@ def model(name: str, attestation: str) -> dict[str, Any]:
 async def test_an_unanswered_read_neither_refuses_nor_evicts_an_admitted_model(failure: int | str) -> None:
     server = FakeServer()
     clock = [FIXTURE_NOW]
-    reconciler = Reconciler(SETTINGS, KubeApi("http://api", transport=httpx.MockTransport(server)),
-                            clock=lambda: clock[0])  # fmt: skip
+    async with loopback(server) as url:
+        await judged_through(server, KubeApi(url), clock, failure)
+
+
+async def judged_through(server: FakeServer, api: KubeApi, clock: list[Any], failure: int | str) -> None:
+    reconciler = Reconciler(SETTINGS, api, clock=lambda: clock[0])
     key = reconciler.remember(model("m", "att"))
     await reconciler.reconcile(key)
     assert reconciler.models[key]["status"]["phase"] == "Ready"

@@ -28,6 +28,10 @@ class OperatorMetrics:
             "modelseal_reconcile_duration_seconds", "Time to reconcile one Model.", registry=self.registry,
             buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
         )  # fmt: skip
+        self.decision_seconds = Counter(
+            "modelseal_decision_seconds", "Time spent deciding Models (judging them, comparing their"
+            " status), without waits for the API server or for a check in a thread.", registry=self.registry,
+        )  # fmt: skip
         self.phases: Callable[[], Iterable[str | None]] = tuple  # the reconciler points this at its Models
         self.registry.register(_ModelsByPhase(self))
         self.status_writes = Counter(

@@ -8,7 +8,9 @@ A Model is decided by LLMKube's gate (:mod:`modelseal.operator.decide.gate`, its
 attestation ConfigMap), or, when it has no ``spec.attestation`` and the
 operator discovers image attestations, by what is attached to its pinned
 image (:mod:`modelseal.operator.decide.attached_gate`). Signatures are checked in a
-thread: a costly envelope must not stall every other Model. The ConfigMaps
+thread: a costly envelope must not stall every other Model; Models that share
+every input of the gate are answered in the event loop from its first outcome
+(:mod:`modelseal.operator.decide.outcome_memo`). The ConfigMaps
 a Model depends on come from the watch's copies unless a pass asks for
 fresh ones; the shared ones (the trusted keys, the publisher's keys) are
 refreshed once per recheck pass.
@@ -17,6 +19,7 @@ refreshed once per recheck pass.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 from collections.abc import Awaitable, Callable, Hashable, Mapping
 from dataclasses import replace
@@ -34,7 +37,9 @@ from modelseal.operator.decide.gate import (
     referenced_configmap,
 )
 from modelseal.operator.decide.judgement import Judgement, generation_of, internal_error
+from modelseal.operator.decide.outcome_memo import OutcomeMemo
 from modelseal.operator.decide.verdict_cache import VerdictCache
+from modelseal.operator.decision_clock import waiting
 from modelseal.operator.kube.api import KubeApi
 from modelseal.operator.metrics import OperatorMetrics
 from modelseal.operator.prefetch.publication import Publication
@@ -67,7 +72,9 @@ class ModelJudge:
         self.api = api
         self.metrics = metrics
         self.cache = cache
+        self.outcomes = OutcomeMemo()
         self.configmaps: dict[tuple[str, str], ConfigMapRead] = {}
+        self._reading: dict[tuple[str, str], asyncio.Future[ConfigMapRead]] = {}
         self.publications = PrefetchJobs(
             settings.publisher_image,
             settings.registry_access.plain_http,
@@ -88,6 +95,26 @@ class ModelJudge:
         return cached if cached is not None else await self.read_configmap(namespace, name)
 
     async def read_configmap(self, namespace: str, name: str) -> ConfigMapRead:
+        """:meth:`_read_configmap`, once at a time per ConfigMap: a Model that asks while a read is
+        under way gets its answer (a thousand Models created at once, judged while a loaded API
+        server is slow to answer the first read, would each ask again, several times)."""
+        key = (namespace, name)
+        reading = self._reading.get(key)
+        if reading is None:  # in a context of its own: its wait is each asker's (decision_clock)
+            loop = asyncio.get_running_loop()
+            reading = loop.create_task(self._read_configmap(namespace, name), context=contextvars.Context())
+            self._reading[key] = reading
+            reading.add_done_callback(lambda done: self._read_done(key, done))
+        with waiting():
+            return await asyncio.shield(reading)
+
+    def _read_done(self, key: tuple[str, str], done: asyncio.Future[ConfigMapRead]) -> None:
+        if self._reading.get(key) is done:
+            del self._reading[key]
+        if not done.cancelled():
+            done.exception()  # retrieved: every asker that still waits gets it
+
+    async def _read_configmap(self, namespace: str, name: str) -> ConfigMapRead:
         """Read from the API and keep it, unless the watch reported the ConfigMap while the read ran:
         the read may be older than the change it reported (a removed key), so the watch's copy stays.
 
@@ -192,10 +219,11 @@ class ModelJudge:
             else:
                 trusted, attestation = await self._read(spec, annotations, key[0], fresh)
                 doing = "judging the attestation"
-                outcome = await asyncio.to_thread(
+                memo = self.outcomes.key(spec, annotations, key[0], trusted, attestation, now)
+                outcome = await self.outcomes.decide(memo, trusted, attestation, lambda: asyncio.to_thread(
                     evaluate_gate, spec, key[0], self.settings, trusted=trusted, attestation=attestation,
                     now=now, cache=self.cache, annotations=annotations,
-                )  # fmt: skip
+                ))  # fmt: skip
             doing = "checking the source and the publication"
             source, publication = await self._after_gate(model, outcome, generation_of(model), fresh)
             return Judgement(outcome, source, publication)

@@ -30,15 +30,16 @@ from modelseal.operator.admission.decision import ModelVerdict
 from modelseal.operator.admission.eviction import Evictions
 from modelseal.operator.admission.service_index import ServiceIndex
 from modelseal.operator.decide.gate import ConfigMapRead, GateOutcome, referenced_configmap
-from modelseal.operator.decide.judgement import generation_of, uid_of, unexpected
+from modelseal.operator.decide.judgement import generation_of, older, uid_of, unexpected
 from modelseal.operator.decide.reference import annotation_value
 from modelseal.operator.decide.verdict_cache import VerdictCache
+from modelseal.operator.decision_clock import Clock
 from modelseal.operator.kube.api import KubeApi
 from modelseal.operator.kube.client import NotLeaderError
 from modelseal.operator.metrics import OperatorMetrics
 from modelseal.operator.model_judge import ModelJudge
 from modelseal.operator.prefetch.publication import FAILED
-from modelseal.operator.settings import OperatorSettings
+from modelseal.operator.settings import OperatorSettings, StatusMode
 from modelseal.operator.status.model_status import ModelStatus
 
 __all__ = ["ModelKey", "Reconciler"]
@@ -85,7 +86,8 @@ class Reconciler(ModelJudge):
         super().__init__(
             settings, api, metrics or OperatorMetrics(), cache or VerdictCache(), self._judge_again
         )
-        self.metrics.phases = lambda: [m["status"].get("phase") for m in self.models.values()]
+        # scraped from the metrics server's thread: the Models copied at once (under the GIL) first
+        self.metrics.phases = lambda: [m["status"].get("phase") for m in list(self.models.values())]
         self.clock = clock
         self.models: dict[ModelKey, dict[str, Any]] = {}
         self.checked: dict[ModelKey, _Checked] = {}
@@ -136,9 +138,13 @@ class Reconciler(ModelJudge):
         key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
         model = {"metadata": dict(meta), "spec": dict(body.get("spec") or {}),
                  "status": dict(body.get("status") or {})}  # fmt: skip
+        if self.settings.model_status is StatusMode.CONDITIONS:  # read in full mode only: 8 KB a Model
+            model["metadata"].pop("managedFields", None)
         previous = self.models.get(key)
         if previous is not None and uid_of(previous) != uid_of(model):
             self._drop(key)  # another object of the same name: nothing known of the old one is its
+        elif previous is not None and older(model, previous):
+            return key  # a watch event older than the Model a write returned: the newer copy stays
         self.models[key] = model
         return key
 
@@ -255,7 +261,7 @@ class Reconciler(ModelJudge):
             model = self.models.get(key)
             if model is None or self.api is None:
                 return None
-            started = time.perf_counter()
+            started, clock = time.perf_counter(), Clock()
             now = self.clock()
             judged = await self.judge(key, model, now, fresh)
             if not self._still(key, model):
@@ -296,6 +302,7 @@ class Reconciler(ModelJudge):
                 blocked = True
             self.checked[key] = _Checked(now, blocked or waiting, refused)
             self.metrics.reconcile_seconds.observe(time.perf_counter() - started)
+            self.metrics.decision_seconds.inc(clock.decided())
             return outcome
 
     async def observe_service(self, body: Mapping[str, Any]) -> None:

@@ -21,6 +21,7 @@ from tests.operator.cluster import (
     running_operator,
     socair_envelope,
 )
+from tests.operator.kube.loopback import loopback
 from tests.operator.prefetch.test_prefetch_kmock import SETTINGS, new_model, publication, push_secret, spec
 
 TRAVERSAL = "../../kube-system/secrets/cloud-creds"
@@ -96,25 +97,30 @@ async def test_a_traversal_in_pushsecretref_is_refused_without_a_request(k8s: An
     assert not [p for p in operator_paths(k8s) if "/namespaces/default/jobs" in p]  # no Job was made
 
 
-def recording(answer: Callable[[], httpx.Response], seen: list[str]) -> httpx.MockTransport:
+def recording(
+    answer: Callable[[], httpx.Response], seen: list[str]
+) -> Callable[[httpx.Request], httpx.Response]:
     def handle(request: httpx.Request) -> httpx.Response:
         seen.append(request.url.path)
         return answer()
 
-    return httpx.MockTransport(handle)
+    return handle
 
 
 async def test_kube_api_checks_and_quotes_every_name() -> None:
     seen: list[str] = []
-    api = KubeApi("http://127.0.0.1:9", transport=recording(lambda: httpx.Response(404), seen))
-    read = await api.read_configmap("default", "../../kube-system/configmaps/x")
-    assert read.error is not None and "is not a valid name" in read.error
-    with pytest.raises(InputError):
-        await api.secret_type("default", TRAVERSAL)
-    with pytest.raises(InputError):
-        await api.patch_model_status("kube-system/../default", "m", {})
+    async with loopback(recording(lambda: httpx.Response(404), seen)) as url:
+        api = KubeApi(url)
+        read = await api.read_configmap("default", "../../kube-system/configmaps/x")
+        assert read.error is not None and "is not a valid name" in read.error
+        with pytest.raises(InputError):
+            await api.secret_type("default", TRAVERSAL)
+        with pytest.raises(InputError):
+            await api.patch_model_status("kube-system/../default", "m", {})
+        with pytest.raises(InputError):
+            await api.apply_model_status("default", TRAVERSAL, "", {})
+        await api.close()
     assert seen == []
-    await api.close()
 
 
 async def chunks(size: int) -> Any:
@@ -129,16 +135,19 @@ async def test_kube_bodies_are_capped(declared: bool) -> None:
             return lambda: httpx.Response(200, content=b" " * (limit + 1))
         return lambda: httpx.Response(200, content=chunks(limit + 1))  # streamed, no Content-Length
 
-    api = KubeApi("http://127.0.0.1:9", transport=recording(body(OBJECT_LIMIT), []))
-    read = await api.read_configmap("default", "big")
-    assert (
-        read.error
-        == f"GET /api/v1/namespaces/default/configmaps/big: the response is over the {OBJECT_LIMIT} byte limit"
-    )
-    with pytest.raises(KubeError, match="over the"):
-        await api.read_job("default", "big")
-    await api.close()
-    api = KubeApi("http://127.0.0.1:9", transport=recording(body(LIST_LIMIT), []))
-    with pytest.raises(KubeError, match=f"over the {LIST_LIMIT} byte limit"):
-        await api.list_job_pods("default", "job")
-    await api.close()
+    async with loopback(recording(body(OBJECT_LIMIT), [])) as url:
+        api = KubeApi(url)
+        read = await api.read_configmap("default", "big")
+        assert read.error == (
+            f"GET /api/v1/namespaces/default/configmaps/big: the response is over the {OBJECT_LIMIT} byte limit"
+        )
+        with pytest.raises(KubeError, match="over the"):
+            await api.read_job("default", "big")
+        with pytest.raises(KubeError, match="over the"):  # a status write's answer is capped too
+            await api.apply_model_status("default", "m", "", {"conditions": []})
+        await api.close()
+    async with loopback(recording(body(LIST_LIMIT), [])) as url:
+        api = KubeApi(url)
+        with pytest.raises(KubeError, match=f"over the {LIST_LIMIT} byte limit"):
+            await api.list_job_pods("default", "job")
+        await api.close()

@@ -1,4 +1,4 @@
-"""An API server in memory, behind httpx's MockTransport: Leases with optimistic concurrency, and
+"""An API server in memory, answering the client in place of a server (its ``handler``): Leases with optimistic concurrency, and
 the objects the reconciler reads and writes (ConfigMaps, Models' status, Events, Pods, evictions,
 Jobs, Secrets). Every request is recorded, so a test counts what a replica sent."""
 
@@ -10,6 +10,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import aiohttp
 import httpx
 
 from modelseal.operator.kube.api import KubeApi
@@ -31,7 +32,20 @@ class FakeApi:
         self.raw: dict[str, bytes] = {}
 
     def client(self) -> KubeApi:
-        return KubeApi("http://api.test", transport=httpx.MockTransport(self._handle))
+        return KubeApi("http://api.test", handler=self._answer)
+
+    async def _answer(
+        self, method: str, url: str, params: Any, headers: Any, body: bytes | None
+    ) -> tuple[int, bytes]:
+        """The client's request as httpx's, answered by :meth:`_handle`."""
+        request = httpx.Request(
+            method, url, params=dict(params or {}), headers=dict(headers), content=body or b""
+        )
+        try:
+            answer = await self._handle(request)
+        except httpx.ConnectError:
+            raise aiohttp.ClientConnectionError("connection refused") from None
+        return answer.status_code, answer.content
 
     def writes(self) -> list[tuple[str, str, Any]]:
         return [r for r in self.requests if r[0] != "GET"]

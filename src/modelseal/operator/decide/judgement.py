@@ -27,7 +27,7 @@ from modelseal.operator.prefetch.runs import current_publication
 from modelseal.operator.sources.check import REASON_NOT_PINNED, SourceCheck
 from modelseal.text import printable
 
-__all__ = ["Judgement", "generation_of", "internal_error", "uid_of", "unexpected"]
+__all__ = ["Judgement", "generation_of", "internal_error", "older", "uid_of", "unexpected"]
 
 _logger = logging.getLogger(__name__)
 
@@ -86,6 +86,14 @@ def uid_of(model: Mapping[str, Any]) -> str:
     """``metadata.uid``: which object a name stood for ("" when absent)."""
     found = (model.get("metadata") or {}).get("uid")
     return found if isinstance(found, str) else ""
+
+
+def older(model: Mapping[str, Any], than: Mapping[str, Any]) -> bool:
+    """Whether ``model`` is an older version of the object than ``than`` (resourceVersions are
+    comparable integers since Kubernetes v1.35; anything else is taken as newer)."""
+    new, old = model["metadata"].get("resourceVersion"), than["metadata"].get("resourceVersion")
+    digits = isinstance(new, str) and isinstance(old, str) and new.isdigit() and old.isdigit()
+    return digits and int(str(new)) < int(str(old))
 
 
 def unexpected(error: BaseException, doing: str) -> str:

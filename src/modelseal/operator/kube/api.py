@@ -1,7 +1,8 @@
 """The few Kubernetes API calls the operator makes, over one async HTTP client.
 
-Reads ConfigMaps uncached (as LLMKube does), patches ``models/status`` with a
-merge patch, posts core/v1 Events, and for ``prefetchOCI`` creates and reads
+Reads ConfigMaps uncached (as LLMKube does), writes ``models/status`` (a merge
+patch, or, for modelseal's own conditions beside LLMKube, a server-side apply),
+posts core/v1 Events, and for ``prefetchOCI`` creates and reads
 publication Jobs, lists their pods and checks a push Secret's type (its data
 is never kept). Credentials come from kopf's login
 (in-cluster service account or kubeconfig), through
@@ -14,18 +15,21 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import json
 import uuid
 from collections.abc import Mapping
 from typing import Any
 
 from modelseal.errors import InputError, KubeError
 from modelseal.operator.decide.gate import ConfigMapRead
-from modelseal.operator.kube.client import LIST_LIMIT, OBJECT_LIMIT, KubeClient
+from modelseal.operator.kube.client import LIST_LIMIT, OBJECT_LIMIT, KubeClient, Reply
 from modelseal.operator.kube.names import api_path, check_subdomain
 from modelseal.operator.settings import GROUP, PLURAL, VERSION
 from modelseal.operator.status.modes import FIELD_MANAGER
 
 __all__ = ["LIST_LIMIT", "OBJECT_LIMIT", "KubeApi", "StatusConflictError"]
+
+_APPLY = "application/apply-patch+yaml"  # JSON is YAML: the body is sent as JSON
 
 _CORE, _BATCH, _MODELS = "/api/v1", "/apis/batch/v1", f"/apis/{GROUP}/{VERSION}"
 
@@ -154,6 +158,60 @@ class KubeApi(KubeClient):
             raise StatusConflictError(f"patch Model {namespace}/{name} status: {self._message(r)}")
         if r.status_code not in (200, 201, 404):
             raise KubeError(f"patch Model {namespace}/{name} status: {self._message(r)}")
+        body = r.json() if r.status_code != 404 else None
+        return body if isinstance(body, dict) else None
+
+    async def apply_model_status(
+        self, namespace: str, name: str, uid: str, status: Mapping[str, Any]
+    ) -> dict[str, Any] | None:
+        """Server-side apply ``status`` through the status subresource as field manager ``modelseal``
+        (forced: these fields are modelseal's); return the Model as written (None: there is none).
+
+        What the apply leaves out of what modelseal applied before is removed; what other managers
+        own (LLMKube's ``phase`` and conditions, entries of a list-map keyed by ``type``) is not
+        touched, so no precondition on ``resourceVersion`` is needed. ``uid`` (when given) names the
+        object judged; the API server does not hold a status apply to it (Kubernetes v1.36): the
+        caller compares it with the answer's.
+
+        Raises:
+            StatusConflictError: refused as a conflict or as invalid (409, 422).
+            KubeError: the API refused otherwise, or failed.
+        """
+        meta = {"name": name, "namespace": namespace, **({"uid": uid} if uid else {})}
+        body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Model", "metadata": meta, "status": dict(status)}
+        r = await self._call(
+            "PATCH",
+            api_path(_MODELS, namespace, PLURAL, name, "status"),
+            content=json.dumps(body).encode(),
+            params={"fieldManager": FIELD_MANAGER, "force": "true"},
+            headers={"Content-Type": _APPLY},
+        )
+        return self._written(r, f"apply Model {namespace}/{name} status")
+
+    async def json_patch_model_status(
+        self, namespace: str, name: str, operations: list[dict[str, Any]]
+    ) -> dict[str, Any] | None:
+        """A JSON patch of ``status`` (its ``test`` operations are its preconditions); the Model as
+        written (None: there is none).
+
+        Raises:
+            StatusConflictError: a ``test`` failed, or the Model changed (409, 422).
+            KubeError: the API refused otherwise, or failed.
+        """
+        r = await self._call(
+            "PATCH",
+            api_path(_MODELS, namespace, PLURAL, name, "status"),
+            content=json.dumps(operations).encode(),
+            params={"fieldManager": FIELD_MANAGER},
+            headers={"Content-Type": "application/json-patch+json"},
+        )
+        return self._written(r, f"patch Model {namespace}/{name} status")
+
+    def _written(self, r: Reply, what: str) -> dict[str, Any] | None:
+        if r.status_code in (409, 422):
+            raise StatusConflictError(f"{what}: {self._message(r)}")
+        if r.status_code not in (200, 201, 404):
+            raise KubeError(f"{what}: {self._message(r)}")
         body = r.json() if r.status_code != 404 else None
         return body if isinstance(body, dict) else None
 

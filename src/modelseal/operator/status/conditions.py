@@ -16,6 +16,7 @@ False, reason ``VerifyingImageAttestations``).
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -71,6 +72,7 @@ class Transition:
     message: str
 
 
+@functools.lru_cache(maxsize=8)  # one ``now`` per reconcile, shared by all its conditions
 def _timestamp(now: datetime) -> str:
     return now.strftime("%Y-%m-%dT%H:%M:%SZ")
 

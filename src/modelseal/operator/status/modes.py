@@ -7,11 +7,21 @@
 conditions. modelseal writes only conditions of its own, prefixed with
 ``modelseal.dev/`` (``AttestationVerified``, ``SourceImageVerified``,
 ``Published``), and ``status.prefetchOCI``; in off mode nothing of the
-attestation (a Model without ``prefetchOCI`` is never written). Each write (in
-both modes) carries the ``resourceVersion`` it was computed from, so a write
-that raced LLMKube's fails with a conflict and is recomputed from a fresh
-read: LLMKube's conditions are never erased, and a Model deleted and created
-again under the same name never receives a judgement of its predecessor.
+attestation (a Model without ``prefetchOCI`` is never written). It writes them
+by server-side apply (:meth:`StatusWriter.applied`): LLMKube's CRD declares
+``status.conditions`` a list-map keyed by ``type``, so the API server merges
+modelseal's entries with LLMKube's and never erases LLMKube's, whatever copy
+modelseal computed from; no ``resourceVersion`` is needed, so a write never
+meets a conflict. The API server takes no ``metadata.uid`` as a precondition
+of a status apply (Kubernetes v1.36), so a write racing a deletion and
+re-creation of the Model can land on its successor: the answer says so (its
+uid), and modelseal's conditions are withdrawn from it at once
+(:mod:`modelseal.operator.status.model_status`). A condition an older modelseal wrote by merge patch and no
+longer applies is removed by a JSON patch that tests its ``type`` first
+(:func:`leftovers`). The first verdict of a check is in the status: Events
+announce changes only. Full mode writes a merge patch carrying the
+``resourceVersion`` it was computed from (a conflict is recomputed from a
+fresh read).
 
 The decision logic (:mod:`modelseal.operator.status.conditions`) stays the same in
 both modes: it sees the status through :meth:`StatusWriter.view` (our
@@ -30,12 +40,14 @@ from modelseal.operator.settings import StatusMode
 from modelseal.operator.sources.check import SOURCE_IMAGE_VERIFIED
 from modelseal.operator.status.conditions import (
     ATTESTATION_VERIFIED,
+    Transition,
     condition_list,
     set_condition,
     status_patch,
+    transitions,
 )
 
-__all__ = ["FIELD_MANAGER", "PREFIX", "PUBLISHED", "StatusWriter", "phase_writers"]
+__all__ = ["FIELD_MANAGER", "PREFIX", "PUBLISHED", "StatusWriter", "comparable", "leftovers", "phase_writers"]
 
 PREFIX = "modelseal.dev/"
 PUBLISHED = "Published"
@@ -92,6 +104,15 @@ class StatusWriter:
             return dict(decided)
         return {k: v for k, v in decided.items() if k != "phase"}
 
+    def events(self, view: Mapping[str, Any], decided: Mapping[str, Any]) -> list[Transition]:
+        """The Events a write announces; conditions mode: changes of a verdict, not its first one."""
+        before = self.events_view(view)
+        if self.mode is StatusMode.CONDITIONS:
+            seen = {c["type"] for c in condition_list(before)}
+            first = [c for c in condition_list(decided) if c["type"] not in seen]
+            before["conditions"] = condition_list(before) + first
+        return transitions(before, self.events_view(decided))
+
     def desired(
         self, status: Mapping[str, Any], decided: Mapping[str, Any], generation: int, now: datetime
     ) -> dict[str, Any]:
@@ -139,9 +160,21 @@ class StatusWriter:
         return out
 
     @staticmethod
+    def applied(status: Mapping[str, Any], desired: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Conditions mode: the status modelseal applies (its conditions and ``prefetchOCI``), or
+        None when none of them changed."""
+        if comparable(status) == comparable(desired):
+            return None
+        mine = [c for c in condition_list(desired) if c["type"].startswith(PREFIX)]
+        out: dict[str, Any] = {"conditions": mine} if mine else {}  # none: what was applied goes
+        if "prefetchOCI" in desired:
+            out["prefetchOCI"] = desired["prefetchOCI"]
+        return out
+
+    @staticmethod
     def _conditions_patch(status: Mapping[str, Any], desired: Mapping[str, Any]) -> dict[str, Any] | None:
         """Conditions mode: our conditions and ``prefetchOCI``, or None when none of them changed."""
-        if _comparable(status) == _comparable(desired):
+        if comparable(status) == comparable(desired):
             return None
         patch: dict[str, Any] = {"conditions": desired["conditions"]}
         if "prefetchOCI" in desired:
@@ -154,7 +187,7 @@ class StatusWriter:
         return {"status": patch}
 
 
-def _comparable(status: Mapping[str, Any]) -> tuple[Any, ...]:
+def comparable(status: Mapping[str, Any]) -> tuple[Any, ...]:
     """Only what conditions mode writes: our conditions (without times) and prefetchOCI."""
     ours = sorted(
         (c["type"], c.get("status"), c.get("reason"), c.get("message"), c.get("observedGeneration"))
@@ -162,3 +195,20 @@ def _comparable(status: Mapping[str, Any]) -> tuple[Any, ...]:
         if c["type"].startswith(PREFIX)
     )
     return tuple(ours), repr(sorted((status.get("prefetchOCI") or {}).items()))
+
+
+def leftovers(status: Mapping[str, Any], applied: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """JSON patch operations removing what is still there of modelseal's and was not applied (what an
+    older release wrote by merge patch is not the apply's to remove); each removal of a condition
+    tests its ``type`` first, so a list that changed meanwhile refuses the patch."""
+    ours = {c["type"] for c in condition_list(applied)}
+    found = status.get("conditions")
+    ops: list[dict[str, Any]] = []
+    for i, c in reversed(list(enumerate(found if isinstance(found, list) else []))):
+        kind = c.get("type") if isinstance(c, dict) else None
+        if isinstance(kind, str) and kind.startswith(PREFIX) and kind not in ours:
+            path = f"/status/conditions/{i}"
+            ops += [{"op": "test", "path": f"{path}/type", "value": kind}, {"op": "remove", "path": path}]
+    if "prefetchOCI" in status and "prefetchOCI" not in applied:
+        ops.append({"op": "remove", "path": "/status/prefetchOCI"})
+    return ops
