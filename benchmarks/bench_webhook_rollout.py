@@ -35,10 +35,12 @@ from tests.cluster.models import LLMKUBE_REFERENCE, Models, condition_is
 from tests.cluster.operator_process import OperatorProcess, service_account_token
 from tests.cluster.overlays import apply_overlays, kubectl
 from tests.cluster.replicas import (
+    LEASE,
     SERVICE,
     EndpointPlayer,
     PodStream,
     Replicas,
+    holder,
     local_addresses,
     register_service,
 )
@@ -46,7 +48,6 @@ from tests.cluster.replicas import (
 from benchmarks.common import machine
 from modelseal.operator.admission.webhook import make_self_signed
 
-LEASE = "/apis/coordination.k8s.io/v1/namespaces/modelseal-system/leases/modelseal-operator"
 OURS = "modelseal.dev/AttestationVerified"
 
 
@@ -68,8 +69,7 @@ def report(name: str, stream: PodStream) -> None:
 
 
 async def rollout(replicas: Replicas, admin: Kube) -> None:
-    lease = await admin.get(LEASE)
-    leader = str(((lease or {}).get("spec") or {}).get("holderIdentity") or "replica-a")
+    leader = await holder(admin) or "replica-a"
     await asyncio.sleep(2)
     await replicas.kill(leader)
     await asyncio.sleep(5)

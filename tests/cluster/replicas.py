@@ -39,9 +39,19 @@ from tests.cluster.operator_process import OperatorProcess
 from tests.cluster.overlays import Applied
 from tests.cluster.webhooks import CONFIGURATIONS, MUTATING, pod
 
-__all__ = ["EndpointPlayer", "PodStream", "Replica", "Replicas", "local_addresses", "register_service"]
+__all__ = [
+    "LEASE",
+    "EndpointPlayer",
+    "PodStream",
+    "Replica",
+    "Replicas",
+    "holder",
+    "local_addresses",
+    "register_service",
+]
 
 SERVICE = "modelseal-webhook"
+LEASE = "/apis/coordination.k8s.io/v1/namespaces/modelseal-system/leases/modelseal-operator"
 PORT_NAME = "https"
 WEBHOOK_PORT = 9443
 PROBE_SECONDS = 0.5
@@ -68,6 +78,12 @@ def local_addresses(count: int) -> Iterator[list[str]]:
         yield addresses
     finally:
         subprocess.run(["ip", "link", "del", f"{name}a"], capture_output=True, check=False)
+
+
+async def holder(admin: Kube) -> str:
+    """The identity holding the operator's Lease ("" when none)."""
+    lease = await admin.get(LEASE)
+    return str(((lease or {}).get("spec") or {}).get("holderIdentity") or "")
 
 
 @dataclass

@@ -30,17 +30,18 @@ from tests.cluster.models import Models, condition_is
 from tests.cluster.operator_process import audit_records
 from tests.cluster.overlays import Applied
 from tests.cluster.replicas import (
+    LEASE,
     SERVICE,
     EndpointPlayer,
     PodStream,
     Replicas,
+    holder,
     local_addresses,
     register_service,
 )
 
 pytestmark = CLUSTER
 OURS = "modelseal.dev/AttestationVerified"
-LEASE = "/apis/coordination.k8s.io/v1/namespaces/modelseal-system/leases/modelseal-operator"
 TAKEOVER_SECONDS = 15.0
 
 
@@ -56,11 +57,6 @@ def status_writes(plane: ControlPlane, namespace: str) -> Counter[str]:
                 and (record.get("responseStatus") or {}).get("code") == 200):  # fmt: skip
             found[str(ref.get("name"))] += 1
     return found
-
-
-async def holder(admin: Kube) -> str:
-    lease = await admin.get(LEASE)
-    return str(((lease or {}).get("spec") or {}).get("holderIdentity") or "")
 
 
 async def _judged(models: Models, name: str, status: str, started: float) -> float:
