@@ -256,7 +256,7 @@ class Reconciler(ModelJudge):
         ``fresh`` reads the Model's own ConfigMap and Job from the API instead of the
         watch's copies (the trusted keys are refreshed once per pass, by :meth:`recheck`).
         """
-        lock = self._locks.setdefault(key, asyncio.Lock())
+        lock = self._locks.get(key) or self._locks.setdefault(key, asyncio.Lock())  # a Lock made once
         async with lock:
             model = self.models.get(key)
             if model is None or self.api is None:
@@ -274,7 +274,7 @@ class Reconciler(ModelJudge):
             outcome, source, publication = judged.outcome, judged.source, judged.publication
             if outcome is not None and not outcome.pending:  # a decision still being read is none yet
                 result = "admitted" if outcome.admitted else "refused"
-                self.metrics.verifications.labels(result=result, reason=outcome.code.value).inc()
+                self.metrics.verified(result, outcome.code.value)
             if source is not None:
                 self.metrics.source_checks.labels(reason=source.reason).inc()
             blocked = refused = any(x is not None and x.blocks for x in (outcome, source))
