@@ -41,7 +41,8 @@ KEY = "attestation.dsse.json"
 
 
 def body(i: int, sha256: str) -> dict[str, Any]:
-    """A Model as LLMKube v0.9.19's API server lists it before modelseal wrote (about 5 KB of JSON)."""
+    """A Model as LLMKube v0.9.19's API server lists it before modelseal wrote (1.7 KB of JSON once
+    written: smaller than a real one, 12.6 KB, whose managedFields are larger)."""
     at = "2026-12-07T02:00:00Z"
     manager = {"apiVersion": "inference.llmkube.dev/v1alpha1", "fieldsType": "FieldsV1", "time": at}
     return {
