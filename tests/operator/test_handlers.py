@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import gc
 from dataclasses import replace
 
 import kopf
 import pytest
 
-from modelseal.operator.handlers import build_registry, configure
+from modelseal.operator.handlers import build_registry, configure, tune_collector
 from modelseal.operator.reconciler import Reconciler
 from tests.operator.cluster import ENFORCE
 
@@ -31,3 +32,13 @@ def test_configure_builds_no_essence_per_event() -> None:
     assert storage.build(body=body) is None and storage.fetch(body=body) is None
     assert settings.posting.enabled is False and settings.scanning.disabled is True
     assert settings.watching.chunk_size == 500  # lists read in pages
+    assert settings.queueing.idle_timeout <= 0.5  # an idle worker holds its object's whole last body
+
+
+def test_the_collector_is_tuned_for_many_models() -> None:
+    before = gc.get_threshold()
+    try:
+        tune_collector()
+        assert gc.get_threshold()[0] >= 10_000
+    finally:
+        gc.set_threshold(*before)

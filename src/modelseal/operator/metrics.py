@@ -65,6 +65,14 @@ class OperatorMetrics:
             registry=self.registry,
         )  # fmt: skip
         self.leader.set_function(lambda: 1.0)  # without --leader-elect every process writes
+        self._verified: dict[tuple[str, str], Any] = {}
+
+    def verified(self, result: str, reason: str) -> None:
+        """One evaluation by result and reason (the labelled child is looked up once per pair)."""
+        child = self._verified.get((result, reason))
+        if child is None:
+            child = self._verified[(result, reason)] = self.verifications.labels(result=result, reason=reason)
+        child.inc()
 
     def count_phases(self) -> dict[str, int]:
         """Models by ``status.phase`` now (no phase yet counts as Pending)."""

@@ -39,8 +39,9 @@ from modelseal.operator.kube.client import NotLeaderError
 from modelseal.operator.metrics import OperatorMetrics
 from modelseal.operator.model_judge import ModelJudge
 from modelseal.operator.prefetch.publication import FAILED
-from modelseal.operator.settings import OperatorSettings, StatusMode
+from modelseal.operator.settings import OperatorSettings
 from modelseal.operator.status.model_status import ModelStatus
+from modelseal.operator.status.modes import kept_model
 
 __all__ = ["ModelKey", "Reconciler"]
 
@@ -134,12 +135,8 @@ class Reconciler(ModelJudge):
     # -- what the watches tell us ------------------------------------------------------
 
     def remember(self, body: Mapping[str, Any]) -> ModelKey:
-        meta = body.get("metadata") or {}
-        key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
-        model = {"metadata": dict(meta), "spec": dict(body.get("spec") or {}),
-                 "status": dict(body.get("status") or {})}  # fmt: skip
-        if self.settings.model_status is StatusMode.CONDITIONS:  # read in full mode only: 8 KB a Model
-            model["metadata"].pop("managedFields", None)
+        model = kept_model(body, self.settings.model_status)
+        key = (str(model["metadata"].get("namespace", "")), str(model["metadata"].get("name", "")))
         previous = self.models.get(key)
         if previous is not None and uid_of(previous) != uid_of(model):
             self._drop(key)  # another object of the same name: nothing known of the old one is its
@@ -256,7 +253,7 @@ class Reconciler(ModelJudge):
         ``fresh`` reads the Model's own ConfigMap and Job from the API instead of the
         watch's copies (the trusted keys are refreshed once per pass, by :meth:`recheck`).
         """
-        lock = self._locks.setdefault(key, asyncio.Lock())
+        lock = self._locks.get(key) or self._locks.setdefault(key, asyncio.Lock())  # a Lock made once
         async with lock:
             model = self.models.get(key)
             if model is None or self.api is None:
@@ -274,7 +271,7 @@ class Reconciler(ModelJudge):
             outcome, source, publication = judged.outcome, judged.source, judged.publication
             if outcome is not None and not outcome.pending:  # a decision still being read is none yet
                 result = "admitted" if outcome.admitted else "refused"
-                self.metrics.verifications.labels(result=result, reason=outcome.code.value).inc()
+                self.metrics.verified(result, outcome.code.value)
             if source is not None:
                 self.metrics.source_checks.labels(reason=source.reason).inc()
             blocked = refused = any(x is not None and x.blocks for x in (outcome, source))

@@ -143,3 +143,21 @@ async def test_waiters_evaluate_on_their_own_when_the_evaluation_under_way_fails
         await leader
     assert await waiter is admitted
     assert memo.get(key, trusted, attestation) == (True, admitted)
+
+
+class _ReprStr(str):
+    def __repr__(self) -> str:
+        return "'same'"
+
+
+def test_only_exact_json_types_are_keyed() -> None:
+    """A subclass can have a repr that hides its value: two different specs would share a key."""
+    trusted, attestation = ConfigMapRead({}), ConfigMapRead({})
+
+    def key(value: Any) -> Any:
+        return OutcomeMemo.key(value, None, "one", trusted, attestation, FIXTURE_NOW)
+
+    assert key({"source": "a", "files": [1, 2.5, True, None]}) is not None
+    assert key({"source": _ReprStr("a")}) is None
+    assert key({"files": (1, 2)}) is None  # a tuple's repr is not a list's, but JSON parses none
+    assert key({1: "a"}) is None

@@ -100,10 +100,10 @@ async def test_conditions_mode_applies_its_own_conditions_once_and_reads_nothing
     assert uid == "u1" and api.patches == [] and api.reads == 0
     assert [c["type"] for c in status["conditions"]] == ["modelseal.dev/AttestationVerified"]
     assert status["conditions"][0]["status"] == "True" and "phase" not in status
-    kept = reconciler.models[KEY]  # the Model as written: LLMKube's newer condition, and modelseal's
+    kept = reconciler.models[KEY]  # the Model as written, of which only modelseal's conditions are read
     assert kept["metadata"]["resourceVersion"] == "8"
     assert {c["type"]: c["reason"] for c in kept["status"]["conditions"]} == {
-        "Available": "Newer", "modelseal.dev/AttestationVerified": "Verified"}  # fmt: skip
+        "modelseal.dev/AttestationVerified": "Verified"}  # fmt: skip
     await reconciler.reconcile(KEY)  # nothing changed: nothing written
     assert len(api.applies) == 1
     await api.close()

@@ -13,7 +13,7 @@ from modelseal.operator.decide.gate import REASON_REJECTED, REASON_VERIFIED, Gat
 from modelseal.operator.prefetch.publication import Publication
 from modelseal.operator.settings import StatusMode
 from modelseal.operator.status.conditions import desired_status
-from modelseal.operator.status.modes import PREFIX, StatusWriter, phase_writers
+from modelseal.operator.status.modes import PREFIX, StatusWriter, kept_model, phase_writers
 
 NOW = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 LATER = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
@@ -129,3 +129,19 @@ def test_mode_flag(text: str) -> None:
     else:
         with pytest.raises(UsageError, match="want full or conditions"):
             StatusMode.parse(text)
+
+
+def test_conditions_mode_keeps_only_what_it_reads_of_a_model() -> None:
+    ours = {"type": PREFIX + "AttestationVerified", "status": "False", "reason": "ModelAttestationRejected"}
+    body = {
+        "metadata": {"name": "m", "uid": "u", "managedFields": [{"manager": "x"}], "annotations": {"a": "b"}},
+        "spec": {"source": "s"},
+        "status": {"phase": "Ready", "prefetchOCI": {"phase": "Succeeded"}, "observedGeneration": 3,
+                   "conditions": [{"type": "Available", "status": "True"}, ours, "junk"]},
+    }  # fmt: skip
+    kept = kept_model(body, StatusMode.CONDITIONS)
+    assert kept["status"] == {"phase": "Ready", "prefetchOCI": {"phase": "Succeeded"}, "conditions": [ours]}
+    assert kept["metadata"] == {"name": "m", "uid": "u", "annotations": {"a": "b"}}
+    assert kept["spec"] == {"source": "s"}
+    full = kept_model(body, StatusMode.FULL)  # full mode reads managedFields and every condition
+    assert full["status"] == body["status"] and full["metadata"] == body["metadata"]

@@ -59,9 +59,10 @@ def discovered_image(
 ) -> ImageReference | None:
     """The pinned image of a Model judged by what is attached to it (one that references no
     attestation: neither the annotation nor ``spec.attestation``); None for every other Model."""
+    if not settings.discovers:  # asked first: every Model is judged by its reference then
+        return None
     source = spec.get("source")
-    referenced = attestation_reference({"metadata": {"annotations": annotations}, "spec": spec})
-    if not settings.discovers or referenced is not None:
+    if attestation_reference({"metadata": {"annotations": annotations}, "spec": spec}) is not None:
         return None
     if not isinstance(source, str) or not source.startswith("oci://"):
         return None

@@ -133,9 +133,15 @@ class OutcomeMemo:
 
 
 def _plain(value: Any) -> bool:
-    """Whether ``value`` holds only what JSON parses to (whose repr tells values apart)."""
-    if isinstance(value, Mapping):
-        return all(isinstance(k, str) and _plain(v) for k, v in value.items())
-    if isinstance(value, list):
+    """Whether ``value`` holds only what JSON parses to (whose repr tells values apart). Types are
+    compared exactly: a subclass (a mapping that is no ``dict``, a ``str`` with its own repr) is
+    not plain, and its Model is evaluated without the memo."""
+    kind = type(value)
+    if kind is dict:
+        return all(type(k) is str and _plain(v) for k, v in value.items())
+    if kind is list:
         return all(_plain(v) for v in value)
-    return value is None or isinstance(value, str | int | float | bool)
+    return kind in _SCALARS
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})

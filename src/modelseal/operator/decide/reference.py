@@ -18,6 +18,7 @@ Pure: no I/O.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -59,6 +60,7 @@ def annotation_value(model: Mapping[str, Any]) -> str | None:
     return value if isinstance(value, str) else repr(value)
 
 
+@functools.lru_cache(maxsize=1024)  # a function of the string alone; Models share few values
 def _from_annotation(value: str) -> Reference:
     field = f"annotation {ANNOTATION}"
     name, sep, key = value.partition("/")
