@@ -35,7 +35,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections import Counter
 from pathlib import Path
 
@@ -140,10 +139,7 @@ def quantiles(samples: list[float]) -> tuple[float, float]:
 
 async def start_operator(admin: Kube, label: str, folder: Path, token: str, hook_flags: list[str],
                          source: Path | None, count: int) -> Operator:  # fmt: skip
-    namespace = f"bench-{uuid.uuid4().hex[:6]}"
-    await admin.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
-                                              "metadata": {"name": namespace}})  # fmt: skip
-    await admin.wait(f"/api/v1/namespaces/{namespace}/serviceaccounts/default", lambda sa: sa is not None)
+    namespace = await admin.new_namespace("bench")
     models = Models(admin, namespace, reference=LLMKUBE_REFERENCE)
     await models.standard()
     port = free_port()

@@ -26,7 +26,6 @@ import asyncio
 import signal
 import statistics
 import tempfile
-import uuid
 from pathlib import Path
 
 from tests.cluster.control_plane import start_control_plane
@@ -91,10 +90,7 @@ async def run(args: argparse.Namespace) -> None:
         applied = apply_overlays(plane.kubeconfig, folder / "deploy", llmkube=True)
         for kind in ("validatingwebhookconfiguration", "mutatingwebhookconfiguration"):
             kubectl(plane.kubeconfig, "delete", kind, "modelseal", "--ignore-not-found")
-        namespace = f"bench-{uuid.uuid4().hex[:6]}"
-        await admin.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
-                                                  "metadata": {"name": namespace}})  # fmt: skip
-        await admin.wait(f"/api/v1/namespaces/{namespace}/serviceaccounts/default", lambda sa: sa is not None)
+        namespace = await admin.new_namespace("bench")
         models = Models(admin, namespace, reference=LLMKUBE_REFERENCE)
         await models.standard()
         await models.new_model("admitted", attestation="good")

@@ -8,7 +8,6 @@ A test runs beside LLMKube unless it is marked :data:`~tests.cluster.control_pla
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -149,12 +148,7 @@ async def admin(control_plane: ControlPlane) -> AsyncIterator[Kube]:
 @pytest.fixture
 async def namespace(admin: Kube) -> AsyncIterator[str]:
     """A namespace of the test's own, with its default ServiceAccount made (Pods need it)."""
-    name = f"ms-{uuid.uuid4().hex[:8]}"
-    await admin.create(
-        "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
-    )
-    await admin.wait(f"/api/v1/namespaces/{name}/serviceaccounts/default", lambda sa: sa is not None,
-                     what="the namespace's default ServiceAccount made by the controller manager")  # fmt: skip
+    name = await admin.new_namespace("ms")
     yield name
     await admin.delete(f"/api/v1/namespaces/{name}")
 

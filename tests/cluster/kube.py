@@ -11,6 +11,7 @@ import asyncio
 import base64
 import ssl
 import tempfile
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -185,3 +186,14 @@ class Kube:
         )
         assert found is not None
         return found
+
+    async def new_namespace(self, prefix: str) -> str:
+        """A namespace named ``PREFIX-<hex>``, returned once its default ServiceAccount is made (Pods
+        need it; the controller manager makes it)."""
+        name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+        await self.create(
+            "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+        )
+        await self.wait(f"/api/v1/namespaces/{name}/serviceaccounts/default", lambda sa: sa is not None,
+                        what="the namespace's default ServiceAccount made by the controller manager")  # fmt: skip
+        return name
